@@ -1,0 +1,1 @@
+"""gpu2dra: move nvidia.com/gpu workloads onto Kubernetes Dynamic Resource Allocation."""

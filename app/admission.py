@@ -1,0 +1,231 @@
+"""What gpu2dra answers to an admission request: the mutating and the validating verdicts.
+
+The cluster is reached only through the `ClusterView` protocol, so the logic here is the same
+for the live webhook, the offline mode and the tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from app.catalog import Catalog
+from app.kube import RESOURCE_GROUP, Obj
+from app.policy import SKIP_ANNOTATION, Policy
+from app.reviews import AdmissionRequest, AdmissionResponse, allowed, denied, patched
+from app.translate import Path, Translation, translate
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+AUDIT_ANNOTATION = "gpu2dra.io/would-translate"
+
+
+class TemplateError(Exception):
+    """A ResourceClaimTemplate could not be made sure of (RBAC, API down, too slow)."""
+
+
+class ClusterView(Protocol):
+    @property
+    def catalog(self) -> Catalog: ...
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None: ...
+
+    async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
+        """Make sure each template exists in `namespace`; raise TemplateError if not."""
+
+    async def template_requests(self, namespace: str, name: str) -> list[Request] | None:
+        """The (request, DeviceClass) pairs of a ResourceClaimTemplate; None if absent."""
+
+    async def claim_requests(self, namespace: str, name: str) -> list[Request] | None:
+        """The (request, DeviceClass) pairs of a ResourceClaim; None if absent."""
+
+
+Request = tuple[str, str]  # request (or request/subrequest) name, DeviceClass name
+
+
+# ---- mutation ----------------------------------------------------------------------------
+
+_MISSING: Any = object()
+
+
+def _at(obj: Any, path: Path) -> Any:
+    for step in path:
+        try:
+            obj = obj[step]
+        except (KeyError, IndexError, TypeError):
+            return _MISSING
+    return obj
+
+
+def _pointer(path: Path) -> str:
+    return "/spec/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def patch_ops(spec: Obj, translation: Translation) -> list[Obj]:
+    """JSON patch for the subtrees the translation replaced: no whole-pod diff."""
+    ops: list[Obj] = []
+    for path in translation.touched:
+        old, new = _at(spec, path), _at(translation.spec, path)
+        if new is _MISSING:
+            ops.append({"op": "remove", "path": _pointer(path)})
+        else:
+            op = "add" if old is _MISSING else "replace"
+            ops.append({"op": op, "path": _pointer(path), "value": new})
+    return ops
+
+
+@dataclass(frozen=True, slots=True)
+class Mutator:
+    policy: Policy
+
+    def skip_reason(self, request: AdmissionRequest) -> str | None:
+        if request["kind"].get("kind") != "Pod" or request.get("subResource"):
+            return "not a pod"
+        if request["operation"] != "CREATE":
+            return "pod claims can only be set at creation"  # immutable after CREATE
+        pod = request.get("object") or {}
+        namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace", "")
+        if namespace in self.policy.skip_namespaces:
+            return f"namespace {namespace} is never changed"
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        if not isinstance(annotations, dict):
+            return None
+        if MIRROR_ANNOTATION in annotations:
+            return "mirror pod"
+        if annotations.get(SKIP_ANNOTATION) == "true":
+            return f"annotated {SKIP_ANNOTATION}"
+        return None
+
+    async def __call__(self, request: AdmissionRequest, cluster: ClusterView) -> AdmissionResponse:
+        uid = request["uid"]
+        if self.skip_reason(request):
+            return allowed(uid)
+        pod = request.get("object") or {}
+        namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace", "")
+        mode = self.policy.mode_for(cluster.namespace_labels(namespace))
+        spec = pod.get("spec")
+        if mode == "disabled" or not isinstance(spec, dict):
+            return allowed(uid)
+        translation = translate(spec, self.policy, cluster.catalog)
+        if not translation.changed:
+            return allowed(uid, translation.warnings)
+        summary = describe(spec, translation)
+        if mode == "audit":
+            return allowed(
+                uid,
+                [f"gpu2dra audit: would {summary}", *translation.warnings],
+                auditAnnotations={AUDIT_ANNOTATION: summary[:2000]},
+            )
+        if not request.get("dryRun"):
+            try:
+                await cluster.ensure_templates(namespace, translation.templates)
+            except TemplateError as err:
+                message = f"gpu2dra could not create ResourceClaimTemplates: {err}"
+                if self.policy.on_error == "deny":
+                    return denied(uid, message, code=503)
+                return allowed(uid, [f"{message}; pod admitted unchanged", *translation.warnings])
+        return patched(uid, patch_ops(spec, translation), translation.warnings)
+
+
+def describe(spec: Obj, translation: Translation) -> str:
+    """One line saying what the translation does, for audit warnings and annotations."""
+    before = len(spec.get("resourceClaims") or [])
+    claims = translation.spec.get("resourceClaims", [])[before:]
+    templates = {t["metadata"]["name"]: t for t in translation.templates}
+    parts = []
+    for claim in claims:
+        tpl = templates[claim["resourceClaimTemplateName"]]
+        exactly = tpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+        where = (
+            " where " + " && ".join(s["cel"]["expression"] for s in exactly.get("selectors", []))
+            if exactly.get("selectors")
+            else ""
+        )
+        parts.append(
+            f"claim {claim['name']}: {exactly['count']} x {exactly['deviceClassName']}{where} "
+            f"(template {tpl['metadata']['name']})"
+        )
+    removed = [p[0] for p in translation.touched if p[0] in ("nodeSelector", "affinity")]
+    text = "move GPU requests to DRA: " + "; ".join(parts) if parts else "drop zero GPU requests"
+    if removed:
+        text += f"; move GFD node terms in {', '.join(map(str, removed))} into device selectors"
+    return text
+
+
+# ---- validation --------------------------------------------------------------------------
+
+
+def requests_of(claim_spec: Any) -> list[Request]:
+    """(request name, DeviceClass) of a ResourceClaimSpec, for v1 (`exactly`, `firstAvailable`)
+    and v1beta1 (flat `deviceClassName`) alike."""
+    devices = claim_spec.get("devices") if isinstance(claim_spec, dict) else None
+    requests = devices.get("requests") if isinstance(devices, dict) else None
+    found: list[Request] = []
+    for req in requests if isinstance(requests, list) else []:
+        if not isinstance(req, dict):
+            continue
+        name = str(req.get("name", ""))
+        exactly = req.get("exactly")
+        flat = exactly if isinstance(exactly, dict) else req
+        if isinstance(flat.get("deviceClassName"), str):
+            found.append((name, flat["deviceClassName"]))
+        subs = req.get("firstAvailable")
+        for sub in subs if isinstance(subs, list) else []:
+            if isinstance(sub, dict) and isinstance(sub.get("deviceClassName"), str):
+                found.append((f"{name}/{sub.get('name', '')}", sub["deviceClassName"]))
+    return found
+
+
+def _missing(requests: list[Request], catalog: Catalog) -> list[Request]:
+    return [(r, c) for r, c in requests if c not in catalog]
+
+
+async def validate(request: AdmissionRequest, cluster: ClusterView) -> AdmissionResponse:
+    uid = request["uid"]
+    obj = request.get("object")
+    kind = request["kind"]
+    if request["operation"] not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+        return allowed(uid)
+    metadata: Obj = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
+    namespace = request.get("namespace") or metadata.get("namespace", "")
+    name = request.get("name") or metadata.get("name") or metadata.get("generateName", "")
+    what = f"{kind['kind']} {namespace}/{name}"
+    spec: Obj = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
+    if kind.get("group") == RESOURCE_GROUP and kind["kind"] in (
+        "ResourceClaimTemplate",
+        "ResourceClaim",
+    ):
+        claim_spec = spec.get("spec") if kind["kind"] == "ResourceClaimTemplate" else spec
+        for req, cls in _missing(requests_of(claim_spec), cluster.catalog):
+            return denied(
+                uid, f"{what}: request {req!r} names DeviceClass {cls!r}, which does not exist"
+            )
+        return allowed(uid)
+    if kind["kind"] != "Pod" or request["operation"] != "CREATE":
+        return allowed(uid)
+    warnings = []
+    for claim in spec.get("resourceClaims") or []:
+        if not isinstance(claim, dict):
+            continue
+        if tpl := claim.get("resourceClaimTemplateName"):
+            source, found = (
+                f"ResourceClaimTemplate {tpl!r}",
+                await cluster.template_requests(namespace, str(tpl)),
+            )
+        elif rc := claim.get("resourceClaimName"):
+            source, found = (
+                f"ResourceClaim {rc!r}",
+                await cluster.claim_requests(namespace, str(rc)),
+            )
+        else:
+            continue
+        if found is None:
+            warnings.append(f"claim {claim.get('name')!r}: {source} does not exist yet")
+            continue
+        for req, cls in _missing(found, cluster.catalog):
+            return denied(
+                uid,
+                f"{what}: claim {claim.get('name')!r} uses {source}, whose request {req!r} "
+                f"names DeviceClass {cls!r}, which does not exist",
+            )
+    return allowed(uid, warnings)

@@ -1,0 +1,159 @@
+"""`gpu2dra`: serve the webhook, translate manifests offline, make certificates."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+import tempfile
+from pathlib import Path
+
+from app.catalog import Catalog
+from app.certs import make_certs, service_names
+from app.manifests import (
+    ManifestError,
+    iter_output,
+    load_documents,
+    to_json,
+    to_yaml,
+    translate_documents,
+)
+from app.policy import MODES, PolicyError, load_policy
+
+_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _own_namespace() -> str | None:
+    if ns := os.environ.get("POD_NAMESPACE"):
+        return ns
+    try:
+        return _SA_NAMESPACE.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpu2dra", description="Move nvidia.com/gpu workloads onto Kubernetes DRA."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the admission webhook")
+    serve.add_argument("--host", default="0.0.0.0")
+    serve.add_argument("--port", type=int, default=8443)
+    serve.add_argument("--cert", type=Path, help="serving certificate (PEM)")
+    serve.add_argument("--key", type=Path, help="its private key (PEM)")
+    serve.add_argument("--policy", type=Path, help="policy file (default: embedded)")
+    serve.add_argument("--offline", action="store_true", help="never contact a cluster")
+    serve.add_argument(
+        "--namespace",
+        default=_own_namespace(),
+        help="the webhook's own namespace: its pods are never changed",
+    )
+    serve.add_argument(
+        "--api-timeout",
+        type=float,
+        default=2.0,
+        help="seconds allowed for each API call on the admission path",
+    )
+    serve.add_argument("--max-body", type=int, default=7 * 1024 * 1024, help="bytes")
+    serve.add_argument(
+        "--no-translate-endpoint", action="store_true", help="turn off POST /translate"
+    )
+    serve.add_argument("--log-level", default="info")
+
+    tr = sub.add_parser("translate", help="print manifests translated; creates nothing")
+    tr.add_argument("-f", "--filename", required=True, help="manifest file, or - for stdin")
+    tr.add_argument("-n", "--namespace", help="namespace for documents that name none")
+    tr.add_argument("--policy", type=Path, help="policy file (default: embedded)")
+    tr.add_argument("--mode", choices=MODES, default="enabled")
+    tr.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+
+    certs = sub.add_parser("certs", help="make a CA and a serving certificate")
+    certs.add_argument("--service", required=True)
+    certs.add_argument("--namespace", required=True)
+    certs.add_argument("--out", type=Path, required=True)
+    certs.add_argument("--ip", action="append", default=[], help="extra IP SAN (repeatable)")
+    certs.add_argument("--dns", action="append", default=[], help="extra DNS SAN (repeatable)")
+    certs.add_argument("--days", type=int, default=365)
+    return parser
+
+
+def _translate(args: argparse.Namespace) -> int:
+    policy = load_policy(args.policy)
+    try:
+        raw = sys.stdin.buffer.read() if args.filename == "-" else Path(args.filename).read_bytes()
+    except OSError as err:
+        raise ManifestError(f"{args.filename}: {err.strerror}") from None
+    try:
+        docs = load_documents(raw)
+    except UnicodeDecodeError:
+        raise ManifestError(f"{args.filename}: not UTF-8 text") from None
+    result = translate_documents(
+        docs, policy, Catalog.of(policy.device_classes), args.namespace, args.mode
+    )
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.output == "json":
+        sys.stdout.buffer.write(to_json(result) + b"\n")
+    else:
+        sys.stdout.write(to_yaml(iter_output(result)))
+    return 0
+
+
+def _certs(args: argparse.Namespace) -> int:
+    names = service_names(args.service, args.namespace) + args.dns
+    paths = make_certs(names, args.ip, days=args.days).write(args.out)
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.server import Settings, create_app
+
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s"
+    )
+    policy = load_policy(args.policy)
+    if args.namespace:
+        policy = policy.with_skipped(args.namespace)
+    cert, key = args.cert, args.key
+    if (cert is None) != (key is None):
+        raise PolicyError("--cert and --key go together")
+    if cert is None:
+        out = Path(tempfile.mkdtemp(prefix="gpu2dra-certs-"))
+        paths = make_certs(["localhost", socket.gethostname()], ["127.0.0.1"]).write(out)
+        cert, key = paths["tls.crt"], paths["tls.key"]
+        print(f"gpu2dra: self-signed certificate; CA bundle at {paths['ca.crt']}", file=sys.stderr)
+    settings = Settings(
+        policy=policy,
+        offline=args.offline,
+        max_body=args.max_body,
+        translate_enabled=not args.no_translate_endpoint,
+        api_timeout=args.api_timeout,
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=args.host,
+        port=args.port,
+        ssl_certfile=str(cert),
+        ssl_keyfile=str(key),
+        log_level=args.log_level,
+        access_log=False,
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    command = {"serve": _serve, "translate": _translate, "certs": _certs}[args.command]
+    try:
+        return command(args)
+    except (ManifestError, PolicyError) as err:
+        print(f"gpu2dra: {err}", file=sys.stderr)
+        return 1

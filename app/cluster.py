@@ -1,0 +1,293 @@
+"""The only module that talks to the Kubernetes API: watch-backed caches and template creation.
+
+Reads on the admission path come from memory. The one write, creating a template a pod needs,
+happens only when the cache does not have it yet, and is bounded by a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+import orjson
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from app.admission import Request, TemplateError, requests_of
+from app.catalog import Catalog
+from app.kube import Obj
+from app.metrics import Metrics
+from app.policy import Policy
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+def load_api_client() -> client.ApiClient | None:
+    """An API client from in-cluster config or the kubeconfig; None when neither exists."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        try:
+            config.load_kube_config()
+        except (config.ConfigException, OSError):
+            return None
+    return client.ApiClient()
+
+
+class Store(Generic[K, V]):
+    """A map kept equal to the cluster by list + watch, on a thread of its own."""
+
+    def __init__(
+        self,
+        name: str,
+        list_fn: Callable[..., Any],
+        key: Callable[[Obj], K],
+        value: Callable[[Obj], V],
+        metrics: Metrics,
+        timeout: float,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.name, self._list, self._key, self._value = name, list_fn, key, value
+        self._metrics, self._timeout, self._on_change = metrics, timeout, on_change
+        self.items: dict[K, V] = {}
+        self.synced = threading.Event()
+
+    def get(self, key: K) -> V | None:
+        return self.items.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        self.items[key] = value
+        self._on_change()
+
+    def run(self, stop: threading.Event) -> None:
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                version = self._relist()
+                backoff = 0.5
+                self._watch(version, stop)
+            except Exception as err:  # the cache must outlive any API failure
+                log.warning("cache %s: %s; re-listing in %.1fs", self.name, err, backoff)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    def _relist(self) -> str:
+        self._metrics.cache_relists.labels(self.name).inc()
+        resp = self._list(_preload_content=False, _request_timeout=self._timeout)
+        body = orjson.loads(resp.data)
+        self.items = {self._key(o): self._value(o) for o in body.get("items") or []}
+        self._on_change()
+        self._metrics.cache_objects.labels(self.name).set(len(self.items))
+        self._metrics.cache_synced.labels(self.name).set(1)
+        self.synced.set()
+        return str(body["metadata"]["resourceVersion"])
+
+    def _watch(self, version: str, stop: threading.Event) -> None:
+        while not stop.is_set():
+            resp = self._list(
+                watch=True,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=300,
+                _preload_content=False,
+                _request_timeout=(self._timeout, 330),
+            )
+            try:
+                for line in iter_resp_lines(resp):
+                    event = orjson.loads(line)
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        # 410 Gone: our version is too old to resume from; start over.
+                        raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
+                    version = obj.get("metadata", {}).get("resourceVersion", version)
+                    if kind in ("ADDED", "MODIFIED"):
+                        self.items[self._key(obj)] = self._value(obj)
+                    elif kind == "DELETED":
+                        self.items.pop(self._key(obj), None)
+                    else:
+                        continue
+                    self._metrics.cache_objects.labels(self.name).set(len(self.items))
+                    self._on_change()
+                    if stop.is_set():
+                        return
+            finally:
+                resp.close()
+                resp.release_conn()
+
+
+def _name(obj: Obj) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def _namespaced(obj: Obj) -> tuple[str, str]:
+    return str(obj["metadata"].get("namespace", "")), str(obj["metadata"]["name"])
+
+
+class LiveCluster:
+    """The cluster as the webhook sees it: namespaces, DeviceClasses and templates in memory."""
+
+    def __init__(self, api: client.ApiClient, metrics: Metrics, timeout: float = 2.0) -> None:
+        self._core = client.CoreV1Api(api)
+        self._resource = client.ResourceV1Api(api)
+        self._metrics, self._timeout = metrics, timeout
+        self._catalog = Catalog.of(())
+        self._inflight: dict[tuple[str, str], asyncio.Future[None]] = {}
+        self.namespaces: Store[str, Mapping[str, str]] = Store(
+            "namespaces",
+            self._core.list_namespace,
+            _name,
+            lambda o: o["metadata"].get("labels") or {},
+            metrics,
+            timeout,
+        )
+        self.device_classes: Store[str, Obj] = Store(
+            "deviceclasses",
+            self._resource.list_device_class,
+            _name,
+            lambda o: o,
+            metrics,
+            timeout,
+            on_change=self._refresh_catalog,
+        )
+        self.templates: Store[tuple[str, str], list[Request]] = Store(
+            "resourceclaimtemplates",
+            self._resource.list_resource_claim_template_for_all_namespaces,
+            _namespaced,
+            lambda o: requests_of((o.get("spec") or {}).get("spec")),
+            metrics,
+            timeout,
+        )
+        self._stop = threading.Event()
+
+    @property
+    def stores(self) -> tuple[Store[Any, Any], ...]:
+        return self.namespaces, self.device_classes, self.templates
+
+    def start(self) -> None:
+        for store in self.stores:
+            threading.Thread(
+                target=store.run, args=(self._stop,), name=f"watch-{store.name}", daemon=True
+            ).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def ready(self) -> bool:
+        return all(s.synced.is_set() for s in self.stores)
+
+    def _refresh_catalog(self) -> None:
+        self._catalog = Catalog.from_objects(list(self.device_classes.items.values()))
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        return self.namespaces.get(name)
+
+    async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
+        pending = []
+        for tpl in templates:
+            key = (namespace, tpl["metadata"]["name"])
+            if self.templates.get(key) is not None:
+                continue
+            if key not in self._inflight:  # concurrent pods share one create
+                task = asyncio.ensure_future(asyncio.to_thread(self._create, namespace, tpl))
+                self._inflight[key] = task
+                task.add_done_callback(lambda _, k=key: self._inflight.pop(k, None))  # type: ignore[misc]
+            pending.append(self._inflight[key])
+        if not pending:
+            return
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(asyncio.shield(p) for p in pending)), self._timeout
+            )
+        except TimeoutError:
+            self._metrics.template_errors.inc()
+            raise TemplateError(
+                f"the API server did not answer within {self._timeout:g}s"
+            ) from None
+        except ApiException as err:
+            self._metrics.template_errors.inc()
+            raise TemplateError(f"{err.status} {err.reason}") from None
+        except Exception as err:
+            self._metrics.template_errors.inc()
+            raise TemplateError(str(err) or type(err).__name__) from None
+
+    def _create(self, namespace: str, template: Obj) -> None:
+        body = {**template, "metadata": {**template["metadata"], "namespace": namespace}}
+        try:
+            self._resource.create_namespaced_resource_claim_template(
+                namespace, body, _request_timeout=self._timeout
+            )
+            self._metrics.templates_created.inc()
+        except ApiException as err:
+            if err.status != 409:  # AlreadyExists: another pod (or replica) made it
+                raise
+        self.templates.put(
+            (namespace, template["metadata"]["name"]), requests_of(template["spec"]["spec"])
+        )
+
+    async def template_requests(self, namespace: str, name: str) -> list[Request] | None:
+        found = self.templates.get((namespace, name))
+        if found is not None:
+            return found
+        # Not in the cache: perhaps created a moment ago (by our own mutating webhook).
+        obj = await self._read(
+            self._resource.read_namespaced_resource_claim_template, name, namespace
+        )
+        return None if obj is None else requests_of((obj.get("spec") or {}).get("spec"))
+
+    async def claim_requests(self, namespace: str, name: str) -> list[Request] | None:
+        obj = await self._read(self._resource.read_namespaced_resource_claim, name, namespace)
+        return None if obj is None else requests_of(obj.get("spec"))
+
+    async def _read(self, read: Callable[..., Any], name: str, namespace: str) -> Obj | None:
+        def get() -> Obj | None:
+            try:
+                resp = read(name, namespace, _preload_content=False, _request_timeout=self._timeout)
+            except ApiException as err:
+                if err.status == 404:
+                    return None
+                raise
+            return orjson.loads(resp.data)  # type: ignore[no-any-return]
+
+        with contextlib.suppress(Exception):
+            return await asyncio.wait_for(asyncio.to_thread(get), self._timeout)
+        return None
+
+
+class OfflineCluster:
+    """No cluster: the policy's DeviceClasses, the default mode, and templates not created."""
+
+    ready = True
+
+    def __init__(self, policy: Policy) -> None:
+        self.catalog = Catalog.of(policy.device_classes)
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        return None
+
+    async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
+        return None
+
+    async def template_requests(self, namespace: str, name: str) -> list[Request] | None:
+        return None
+
+    async def claim_requests(self, namespace: str, name: str) -> list[Request] | None:
+        return None
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None

@@ -1,0 +1,29 @@
+"""Names and limits of the Kubernetes APIs gpu2dra reads and writes.
+
+Objects stay plain dicts (JSON as received); these aliases only document intent.
+"""
+
+import re
+from typing import Any
+
+Obj = dict[str, Any]
+
+RESOURCE_GROUP = "resource.k8s.io"
+RESOURCE_API_VERSION = f"{RESOURCE_GROUP}/v1"
+
+# AllocationResultsMaxSize: a claim can be allocated at most this many devices. A larger
+# count passes validation but never schedules, so such a request is not translated.
+MAX_DEVICES_PER_CLAIM = 32
+
+DNS_LABEL_MAX = 63
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def is_dns_label(value: str) -> bool:
+    return len(value) <= DNS_LABEL_MAX and _DNS_LABEL.fullmatch(value) is not None
+
+
+def dns_label(text: str) -> str:
+    """Lower-case `text` and squeeze everything that is not [a-z0-9] into single dashes."""
+    label = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return label[:DNS_LABEL_MAX].rstrip("-") or "x"

@@ -1,0 +1,204 @@
+"""The policy file: which legacy resources map to which DeviceClasses, and per-namespace modes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping as AnyMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import yaml
+
+Mode = Literal["enabled", "audit", "disabled"]
+OnError = Literal["allow", "deny"]
+# Which GPU Feature Discovery node labels can be turned into selectors for a mapping:
+# "gpu" devices are whole GPUs (product, family, memory); "mig" devices are slices of a GPU
+# (they carry the parent's product and family, but their memory is the slice's); "none".
+NodeLabels = Literal["gpu", "mig", "none"]
+
+MODE_LABEL = "gpu2dra.io/migration"
+SKIP_ANNOTATION = "gpu2dra.io/skip"
+MODES: tuple[Mode, ...] = get_args(Mode)
+
+DEFAULT_POLICY_YAML = """\
+# Namespaces without the gpu2dra.io/migration label get this mode: migration is opt-in.
+defaultMode: disabled
+# When a template cannot be created: admit the pod unchanged with a warning, or deny it.
+onError: allow
+# Keep nodeSelector / node-affinity terms on GFD labels after turning them into CEL selectors.
+keepNodeSelectors: false
+# Pods in these namespaces are never changed (the webhook's own namespace is added at run time).
+skipNamespaces: [kube-system]
+# The DeviceClasses assumed to exist when gpu2dra runs without a cluster (offline mode).
+deviceClasses: [gpu.nvidia.com, mig.nvidia.com]
+mappings:
+  nvidia.com/gpu:
+    deviceClassName: gpu.nvidia.com
+  # Mixed-strategy MIG: `*` is the MIG profile as the device plugin spells it (mig-1g.10gb.me),
+  # `{profile}` the same profile as the DRA driver spells it (1g.10gb+me).
+  nvidia.com/mig-*:
+    deviceClassName: mig.nvidia.com
+    nodeLabels: mig
+    selectors:
+      - "device.attributes['gpu.nvidia.com'].profile == '{profile}'"
+"""
+
+
+class PolicyError(ValueError):
+    """The policy file is not valid; the message says where."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceMapping:
+    """How one legacy extended resource becomes a DRA device request."""
+
+    resource: str  # exact name, or a prefix ending in `*` that captures a MIG profile
+    device_class: str
+    selectors: tuple[str, ...] = ()
+    node_labels: NodeLabels = "gpu"
+
+    @property
+    def is_pattern(self) -> bool:
+        return self.resource.endswith("*")
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    mappings: tuple[ResourceMapping, ...]
+    default_mode: Mode = "disabled"
+    on_error: OnError = "allow"
+    keep_node_selectors: bool = False
+    skip_namespaces: frozenset[str] = frozenset({"kube-system"})
+    device_classes: tuple[str, ...] = ("gpu.nvidia.com", "mig.nvidia.com")
+    _exact: dict[str, ResourceMapping] = field(init=False, repr=False, compare=False)
+    _prefixes: tuple[ResourceMapping, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        exact = {m.resource: m for m in self.mappings if not m.is_pattern}
+        # Longest prefix first, so a specific pattern wins over a general one.
+        prefixes = sorted(
+            (m for m in self.mappings if m.is_pattern), key=lambda m: -len(m.resource)
+        )
+        object.__setattr__(self, "_exact", exact)
+        object.__setattr__(self, "_prefixes", tuple(prefixes))
+
+    def mapping_for(self, resource: str) -> tuple[ResourceMapping, str] | None:
+        """The mapping for `resource` and the text its `*` captured ("" for exact names)."""
+        found = self._exact.get(resource)
+        if found is not None:
+            return found, ""
+        for mapping in self._prefixes:
+            prefix = mapping.resource[:-1]
+            if resource.startswith(prefix) and len(resource) > len(prefix):
+                return mapping, resource[len(prefix) :]
+        return None
+
+    def with_skipped(self, *namespaces: str) -> Policy:
+        return Policy(
+            mappings=self.mappings,
+            default_mode=self.default_mode,
+            on_error=self.on_error,
+            keep_node_selectors=self.keep_node_selectors,
+            skip_namespaces=self.skip_namespaces | set(namespaces),
+            device_classes=self.device_classes,
+        )
+
+    def mode_for(self, labels: AnyMapping[str, str] | None) -> Mode:
+        """The namespace's mode: its label, else the cluster default. A misspelt label disables."""
+        value = (labels or {}).get(MODE_LABEL)
+        if value is None:
+            return self.default_mode
+        return value if value in MODES else "disabled"
+
+
+def _expect(cond: bool, where: str, what: str) -> None:
+    if not cond:
+        raise PolicyError(f"{where}: {what}")
+
+
+def _choice(raw: AnyMapping[str, Any], key: str, choices: tuple[str, ...], default: str) -> str:
+    value = raw.get(key, default)
+    _expect(value in choices, key, f"must be one of {', '.join(choices)}, not {value!r}")
+    return str(value)
+
+
+def _mapping(resource: Any, raw: Any) -> ResourceMapping:
+    where = f"mappings[{resource!r}]"
+    _expect(isinstance(resource, str) and "/" in resource, where, "key must be a resource name")
+    _expect(isinstance(raw, dict), where, "must be a map")
+    unknown = set(raw) - {"deviceClassName", "selectors", "nodeLabels"}
+    _expect(not unknown, where, f"unknown field(s): {', '.join(sorted(unknown))}")
+    device_class = raw.get("deviceClassName")
+    _expect(isinstance(device_class, str) and bool(device_class), where, "needs deviceClassName")
+    selectors = raw.get("selectors", [])
+    _expect(
+        isinstance(selectors, list) and all(isinstance(s, str) and s for s in selectors),
+        where,
+        "selectors must be a list of CEL expressions",
+    )
+    _expect(
+        "*" not in resource[:-1],
+        where,
+        "`*` may only end the resource name",
+    )
+    default_labels = "mig" if resource.endswith("*") else "gpu"
+    node_labels = _choice(raw, "nodeLabels", get_args(NodeLabels), default_labels)
+    return ResourceMapping(resource, device_class, tuple(selectors), node_labels)  # type: ignore[arg-type]
+
+
+_KEYS = {
+    "defaultMode",
+    "onError",
+    "keepNodeSelectors",
+    "skipNamespaces",
+    "deviceClasses",
+    "mappings",
+}
+
+
+def parse_policy(raw: Any) -> Policy:
+    _expect(isinstance(raw, dict), "policy", "must be a YAML map")
+    unknown = set(raw) - _KEYS
+    _expect(not unknown, "policy", f"unknown field(s): {', '.join(sorted(unknown))}")
+    mappings = raw.get("mappings", {})
+    _expect(isinstance(mappings, dict), "mappings", "must be a map of resource name to mapping")
+    keep = raw.get("keepNodeSelectors", False)
+    _expect(isinstance(keep, bool), "keepNodeSelectors", "must be true or false")
+    skip = raw.get("skipNamespaces", ["kube-system"])
+    _expect(
+        isinstance(skip, list) and all(isinstance(n, str) for n in skip),
+        "skipNamespaces",
+        "must be a list of namespace names",
+    )
+    classes = raw.get("deviceClasses", ["gpu.nvidia.com", "mig.nvidia.com"])
+    _expect(
+        isinstance(classes, list) and all(isinstance(c, str) and c for c in classes),
+        "deviceClasses",
+        "must be a list of DeviceClass names",
+    )
+    return Policy(
+        mappings=tuple(_mapping(k, v) for k, v in mappings.items()),
+        default_mode=_choice(raw, "defaultMode", MODES, "disabled"),  # type: ignore[arg-type]
+        on_error=_choice(raw, "onError", ("allow", "deny"), "allow"),  # type: ignore[arg-type]
+        keep_node_selectors=keep,
+        skip_namespaces=frozenset(skip),
+        device_classes=tuple(classes),
+    )
+
+
+def load_policy(path: Path | None) -> Policy:
+    """The policy in `path`, or the embedded default when no path is given."""
+    if path is None:
+        return parse_policy(yaml.safe_load(DEFAULT_POLICY_YAML))
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise PolicyError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise PolicyError(f"{path}: not valid YAML: {err}") from None
+    try:
+        return parse_policy(raw)
+    except PolicyError as err:
+        raise PolicyError(f"{path}: {err}") from None

@@ -1,0 +1,114 @@
+"""AdmissionReview (admission.k8s.io/v1) on the wire, and the pure builders of its answers."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable
+from typing import Any, Literal, NotRequired, TypedDict
+
+import orjson
+
+from app.kube import Obj
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+
+
+class GroupVersionKind(TypedDict):
+    group: str
+    version: str
+    kind: str
+
+
+class AdmissionRequest(TypedDict):
+    uid: str
+    kind: GroupVersionKind
+    operation: Operation
+    namespace: NotRequired[str]
+    name: NotRequired[str]
+    object: NotRequired[Obj | None]
+    oldObject: NotRequired[Obj | None]
+    dryRun: NotRequired[bool]
+    subResource: NotRequired[str]
+
+
+class Status(TypedDict):
+    code: int
+    message: str
+
+
+class AdmissionResponse(TypedDict):
+    uid: str
+    allowed: bool
+    status: NotRequired[Status]
+    patch: NotRequired[str]
+    patchType: NotRequired[Literal["JSONPatch"]]
+    warnings: NotRequired[list[str]]
+    auditAnnotations: NotRequired[dict[str, str]]
+
+
+class ReviewError(ValueError):
+    """The body is not an AdmissionReview we can answer: HTTP 400 with this one line."""
+
+
+API_VERSION = "admission.k8s.io/v1"
+
+
+def parse_review(body: bytes) -> AdmissionRequest:
+    try:
+        review = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ReviewError("body is not JSON") from None
+    if not isinstance(review, dict):
+        raise ReviewError("body is not a JSON object")
+    if review.get("apiVersion") != API_VERSION or review.get("kind") != "AdmissionReview":
+        raise ReviewError(f"expected apiVersion {API_VERSION}, kind AdmissionReview")
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise ReviewError("review has no request")
+    if not isinstance(request.get("uid"), str) or not request["uid"]:
+        raise ReviewError("request has no uid")
+    kind = request.get("kind")
+    if not isinstance(kind, dict) or not isinstance(kind.get("kind"), str):
+        raise ReviewError("request has no kind")
+    if not isinstance(request.get("operation"), str):
+        raise ReviewError("request has no operation")
+    for key in ("object", "oldObject"):
+        if not isinstance(request.get(key), dict | None):
+            raise ReviewError(f"request.{key} is not an object")
+    return request  # type: ignore[return-value]
+
+
+def allowed(uid: str, warnings: Iterable[str] = (), **extra: Any) -> AdmissionResponse:
+    response: AdmissionResponse = {"uid": uid, "allowed": True}
+    if warnings := list(warnings):
+        response["warnings"] = warnings
+    response.update(extra)  # type: ignore[typeddict-item]
+    return response
+
+
+def denied(
+    uid: str, message: str, code: int = 403, warnings: Iterable[str] = ()
+) -> AdmissionResponse:
+    response: AdmissionResponse = {
+        "uid": uid,
+        "allowed": False,
+        "status": {"code": code, "message": message},
+    }
+    if warnings := list(warnings):
+        response["warnings"] = warnings
+    return response
+
+
+def patched(uid: str, ops: list[Obj], warnings: Iterable[str] = ()) -> AdmissionResponse:
+    if not ops:
+        return allowed(uid, warnings)
+    response = allowed(uid, warnings)
+    response["patchType"] = "JSONPatch"
+    response["patch"] = base64.b64encode(orjson.dumps(ops)).decode()
+    return response
+
+
+def review(response: AdmissionResponse) -> bytes:
+    return orjson.dumps(
+        {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+    )

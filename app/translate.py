@@ -1,0 +1,395 @@
+"""Legacy GPU requests -> DRA claims: a pure function of the pod spec, the policy and the catalog.
+
+Nothing here does I/O or changes its input: the result shares every subtree it did not touch
+with the input and names the subtrees it replaced, so a patch for only those can be derived.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from app.catalog import Catalog
+from app.gfd import REMOVE, NodeSelection, select_devices
+from app.kube import MAX_DEVICES_PER_CLAIM, RESOURCE_API_VERSION, Obj, dns_label, is_dns_label
+from app.policy import Policy, ResourceMapping
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu2dra"}
+TEMPLATE_PREFIX = "gpu2dra-"
+
+Path = tuple[str | int, ...]  # a location under the pod spec
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """One `exactly` request: the only shape every 1.34+ cluster (and Kueue) understands."""
+
+    name: str
+    device_class: str
+    count: int
+    selectors: tuple[str, ...]
+
+    @property
+    def template_name(self) -> str:
+        return _template(self)["metadata"]["name"]  # type: ignore[no-any-return]
+
+    def template(self) -> Obj:
+        """The ResourceClaimTemplate (without namespace). Shared: do not mutate."""
+        return _template(self)
+
+
+@lru_cache(maxsize=4096)
+def _template(req: DeviceRequest) -> Obj:
+    exactly: Obj = {
+        "deviceClassName": req.device_class,
+        "allocationMode": "ExactCount",
+        "count": req.count,
+    }
+    if req.selectors:
+        exactly["selectors"] = [{"cel": {"expression": s}} for s in req.selectors]
+    spec = {"devices": {"requests": [{"name": req.name, "exactly": exactly}]}}
+    # Named by content: the same shape always gets the same (immutable) template, and a new
+    # shape never collides with an old one.
+    digest = hashlib.sha256(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)).hexdigest()[:10]
+    return {
+        "apiVersion": RESOURCE_API_VERSION,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {
+            "name": f"{TEMPLATE_PREFIX}{req.name}-x{req.count}-{digest}",
+            "labels": MANAGED_BY,
+        },
+        "spec": {"spec": spec},
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Translation:
+    spec: Obj  # the translated pod spec; `is` the input when nothing changed
+    templates: tuple[Obj, ...]
+    warnings: tuple[str, ...]
+    touched: tuple[Path, ...]  # what changed under the spec, for deriving a patch
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.touched)
+
+
+# ---- reading legacy requests -------------------------------------------------------------
+
+_MIG_BASE = re.compile(r"(?:\d+c\.)?\d+g\.\d+gb")
+# The device plugin writes a profile's `+` as `.` (go-nvlib attributes: me, me.all, gfx; -me).
+_MIG_ATTRS = ((".me.all", "+me.all"), (".me", "+me"), (".gfx", "+gfx"), ("-me", "-me"))
+
+
+def mig_profile(spelled: str) -> str | None:
+    """`1g.10gb.me` (device-plugin resource suffix) -> `1g.10gb+me` (DRA `profile`)."""
+    match = _MIG_BASE.match(spelled)
+    if match is None:
+        return None
+    profile, rest = match.group(), spelled[match.end() :]
+    while rest:
+        for plugin, dra in _MIG_ATTRS:
+            if rest.startswith(plugin):
+                profile, rest = profile + dra, rest[len(plugin) :]
+                break
+        else:
+            return None
+    return profile
+
+
+_COUNT = re.compile(r"[0-9]{1,18}")
+
+
+def parse_count(value: Any) -> int | None:
+    """A device count: an integer or a quoted integer; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and 0 <= value < 2**53 else None
+    if isinstance(value, str) and _COUNT.fullmatch(value):
+        return int(value)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Legacy:
+    resource: str
+    count: int
+    mapping: ResourceMapping
+    selectors: tuple[str, ...]  # the mapping's, with {profile} filled in
+
+
+def _is_gpu_resource(name: str) -> bool:
+    return name.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
+
+
+def _legacy_requests(
+    where: str, resources: Any, policy: Policy, warn: list[str]
+) -> list[_Legacy] | None:
+    """The mapped legacy resources of one container; None leaves the container as it is."""
+    if not isinstance(resources, dict):
+        return None
+    limits, requests = resources.get("limits"), resources.get("requests")
+    limits = limits if isinstance(limits, dict) else {}
+    requests = requests if isinstance(requests, dict) else {}
+    found: list[_Legacy] = []
+    for resource in dict.fromkeys(itertools.chain(limits, requests)):
+        if not isinstance(resource, str):
+            continue
+        hit = policy.mapping_for(resource)
+        if hit is None or (resource.endswith(".shared") and hit[0].is_pattern):
+            if _is_gpu_resource(resource) and resource.endswith(".shared"):
+                warn.append(
+                    f"{where}: {resource} (shared GPU replicas) has no faithful DRA equivalent; "
+                    "left as is (map it in the policy to translate it)"
+                )
+            continue
+        mapping, captured = hit
+        selectors = mapping.selectors
+        if mapping.is_pattern:
+            profile = mig_profile(captured)
+            if profile is None:
+                warn.append(
+                    f"{where}: {resource} does not name a MIG profile; container left as is"
+                )
+                return None
+            selectors = tuple(s.replace("{profile}", profile) for s in selectors)
+        if resource not in limits:
+            warn.append(
+                f"{where}: {resource} is requested without a limit (extended resources need "
+                "both, equal); container left as is"
+            )
+            return None
+        count = parse_count(limits[resource])
+        if count is None:
+            warn.append(
+                f"{where}: {resource} count {limits[resource]!r} is not a non-negative integer; "
+                "container left as is"
+            )
+            return None
+        if resource in requests and parse_count(requests[resource]) != count:
+            warn.append(
+                f"{where}: {resource} request {requests[resource]!r} differs from its limit "
+                f"{limits[resource]!r}; container left as is"
+            )
+            return None
+        if count > MAX_DEVICES_PER_CLAIM:
+            warn.append(
+                f"{where}: {resource}: {count} devices exceed the {MAX_DEVICES_PER_CLAIM} a DRA "
+                "claim can be allocated; container left as is"
+            )
+            return None
+        found.append(_Legacy(resource, count, mapping, selectors))
+    return found
+
+
+# ---- writing claims ----------------------------------------------------------------------
+
+
+def request_name(resource: str) -> str:
+    """`nvidia.com/mig-1g.10gb` -> `mig-1g-10gb`: a DNS label naming the request."""
+    return dns_label(resource.rsplit("/", 1)[-1])
+
+
+def claim_name(container: str, request: str, taken: set[str]) -> str:
+    """A pod claim name: a DNS label, unique among `taken`, readable when it fits."""
+    base = f"{container}-{request}"
+    if is_dns_label(base) and base not in taken:
+        return base
+    stem = dns_label(base)[:56].rstrip("-")
+    for salt in itertools.count():
+        digest = hashlib.sha256(f"{base}/{salt}".encode()).hexdigest()[:6]
+        name = f"{stem}-{digest}"
+        if name not in taken:
+            return name
+    raise AssertionError("unreachable")
+
+
+@dataclass(slots=True)
+class _Claim:
+    name: str
+    request: DeviceRequest
+
+
+def _cover(need: int, claims: list[_Claim]) -> list[_Claim] | None:
+    """App claims an init container can reuse for `need` devices: the smallest single claim
+    that covers it, else the largest ones until they do; None if all of them fall short."""
+    single = [c for c in claims if c.request.count >= need]
+    if single:
+        return [min(single, key=lambda c: c.request.count)]
+    chosen: list[_Claim] = []
+    for claim in sorted(claims, key=lambda c: -c.request.count):
+        chosen.append(claim)
+        if sum(c.request.count for c in chosen) >= need:
+            return chosen
+    return None
+
+
+def _containers(spec: Obj) -> Iterator[tuple[str, int, Obj]]:
+    # App containers first: init containers can only reuse claims that already exist.
+    for field in ("containers", "initContainers"):
+        items = spec.get(field)
+        if isinstance(items, list):
+            for index, container in enumerate(items):
+                if isinstance(container, dict):
+                    yield field, index, container
+
+
+def _is_regular_init(field: str, container: Obj) -> bool:
+    # Sidecars (restartPolicy: Always) run beside the app; regular init containers run
+    # before it, and the device plugin hands their GPUs on to the app containers.
+    return field == "initContainers" and container.get("restartPolicy") != "Always"
+
+
+def _reads_visible_devices(container: Obj) -> bool:
+    env = container.get("env")
+    if isinstance(env, list) and any(
+        isinstance(e, dict) and e.get("name") == "NVIDIA_VISIBLE_DEVICES" for e in env
+    ):
+        return True
+    words = [*(container.get("command") or []), *(container.get("args") or [])]
+    return any(isinstance(w, str) and "NVIDIA_VISIBLE_DEVICES" in w for w in words)
+
+
+def _unchanged(spec: Obj, warnings: list[str]) -> Translation:
+    return Translation(spec, (), tuple(dict.fromkeys(warnings)), ())
+
+
+def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
+    """Rewrite the legacy GPU requests of one pod spec into DRA claims."""
+    warnings: list[str] = []
+    legacy: dict[tuple[str, int], tuple[Obj, list[_Legacy]]] = {}
+    for field, index, container in _containers(spec):
+        where = f"{field[:-1]} {container.get('name')!r}"
+        found = _legacy_requests(where, container.get("resources"), policy, warnings)
+        if found and isinstance(container["resources"].get("claims", []), list):
+            legacy[field, index] = container, found
+    if not legacy:
+        return _unchanged(spec, warnings)
+
+    pod_claims = spec.get("resourceClaims") or []
+    if not isinstance(pod_claims, list):
+        warnings.append("spec.resourceClaims is not a list; pod left as is")
+        return _unchanged(spec, warnings)
+    used = [lg for _, found in legacy.values() for lg in found if lg.count]
+    missing = sorted({lg.mapping.device_class for lg in used} - catalog.classes.keys())
+    if missing:
+        warnings.append(
+            f"DeviceClass {', '.join(missing)} does not exist; pod left as is so that it can "
+            "still schedule through the device plugin"
+        )
+        return _unchanged(spec, warnings)
+    for resource in sorted({lg.resource for lg in used}):
+        if owners := catalog.serving_extended_resource(resource):
+            warnings.append(
+                f"DeviceClass {', '.join(owners)} also serves {resource} as an extended "
+                "resource (KEP-5004): pods gpu2dra skips get DRA devices too; pick one owner"
+            )
+
+    selection = NodeSelection({}, {}, ())
+    if used:
+        kinds = sorted({lg.mapping.node_labels for lg in used})
+        selection = select_devices(spec, kinds, policy.keep_node_selectors)
+        warnings.extend(selection.warnings)
+
+    def device_request(lg: _Legacy) -> DeviceRequest:
+        node: tuple[str, ...] = selection.selectors.get(lg.mapping.node_labels, ())
+        return DeviceRequest(
+            request_name(lg.resource), lg.mapping.device_class, lg.count, lg.selectors + node
+        )
+
+    taken = {c["name"] for c in pod_claims if isinstance(c, dict) and "name" in c}
+    new_claims: list[_Claim] = []
+    app_claims: list[_Claim] = []
+    claims_of: dict[tuple[str, int], list[str]] = {}
+    for (field, index), (container, found) in legacy.items():
+        names = claims_of.setdefault((field, index), [])
+        for lg in found:
+            if not lg.count:
+                continue
+            req = device_request(lg)
+            if _is_regular_init(field, container):
+                shape = [
+                    c
+                    for c in app_claims
+                    if c.request.selectors == req.selectors
+                    and c.request.device_class == req.device_class
+                ]
+                if (cover := _cover(req.count, shape)) is not None:
+                    names.extend(c.name for c in cover)
+                    continue
+                warnings.append(
+                    f"initContainer {container.get('name')!r}: no app container asks for "
+                    f"{req.count} x {lg.resource}, so it gets a claim of its own and the pod "
+                    "needs more devices than under the device plugin"
+                )
+            claim = _Claim(claim_name(str(container.get("name")), req.name, taken), req)
+            taken.add(claim.name)
+            new_claims.append(claim)
+            if field == "containers":
+                app_claims.append(claim)
+            names.append(claim.name)
+        if names and _reads_visible_devices(container):
+            warnings.append(
+                f"{field[:-1]} {container.get('name')!r} sets or reads NVIDIA_VISIBLE_DEVICES; "
+                "under DRA it is `void` and devices come through CDI"
+            )
+
+    new_spec = dict(spec)
+    touched: list[Path] = []
+    for field in ("initContainers", "containers"):
+        changed = [(i, c, f) for (fld, i), (c, f) in legacy.items() if fld == field]
+        if not changed:
+            continue
+        items = list(spec[field])
+        for index, container, found in changed:
+            items[index] = _rewrite(container, found, claims_of[field, index])
+            touched.append((field, index, "resources"))
+        new_spec[field] = items
+    if new_claims:
+        new_spec["resourceClaims"] = [
+            *pod_claims,
+            *(
+                {"name": c.name, "resourceClaimTemplateName": c.request.template_name}
+                for c in new_claims
+            ),
+        ]
+        touched.append(("resourceClaims",))
+    for key, value in selection.spec_changes.items():
+        if value is REMOVE:
+            new_spec.pop(key, None)
+        else:
+            new_spec[key] = value
+        touched.append((key,))
+    templates = {c.request.template_name: c.request.template() for c in new_claims}
+    return Translation(
+        new_spec, tuple(templates.values()), tuple(dict.fromkeys(warnings)), tuple(touched)
+    )
+
+
+def _rewrite(container: Obj, found: list[_Legacy], claims: list[str]) -> Obj:
+    """The container without its legacy resources and with `claims` added."""
+    gone = {lg.resource for lg in found}
+    resources = dict(container["resources"])
+    for key in ("limits", "requests"):
+        amounts = resources.get(key)
+        if isinstance(amounts, dict) and gone & amounts.keys():
+            kept = {k: v for k, v in amounts.items() if k not in gone}
+            if kept:
+                resources[key] = kept
+            else:
+                del resources[key]
+    if claims:
+        existing = resources.get("claims") or []
+        have = {c.get("name") for c in existing if isinstance(c, dict)}
+        resources["claims"] = [*existing, *({"name": n} for n in claims if n not in have)]
+    return {**container, "resources": resources}

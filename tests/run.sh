@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Every test gpu2dra has, on a machine with only Python 3.11+ and Go: installs what they need.
+#   bash tests/run.sh [pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+if [ -f tests/k8s/build.sh ]; then
+  bash tests/k8s/build.sh  # a real kube-apiserver, controller-manager, scheduler, etcd and helm
+fi
+
+.venv/bin/ruff check app tests
+.venv/bin/ruff format --check app tests
+.venv/bin/mypy
+.venv/bin/python -m pytest "$@"

@@ -1,0 +1,615 @@
+"""The translator, rule by rule: a table of pod spec -> expected pod spec, templates, warnings."""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from app.catalog import Catalog
+from app.kube import is_dns_label
+from app.policy import Policy, ResourceMapping, load_policy, parse_policy
+from app.translate import claim_name, mig_profile, parse_count, translate
+from tests.unit.pods import GPU, MIG, PRODUCT_A100, Obj, claimed, container, gpu, pod_claim, tpl
+
+MEM = "device.capacity['gpu.nvidia.com'].memory"
+FAMILY = "device.attributes['gpu.nvidia.com'].architecture.lowerAscii().replace(' ', '-')"
+
+
+def profile(p: str) -> str:
+    return f"device.attributes['gpu.nvidia.com'].profile == '{p}'"
+
+
+@dataclass
+class Case:
+    id: str
+    spec: Obj
+    expected: Obj | str | None  # None: the spec comes back unchanged (the very same object)
+    templates: list[tuple[str, str, int, tuple[str, ...]]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # substrings, one per warning, in order
+
+
+CASES = [
+    Case(
+        "one container, two GPUs",
+        {"containers": [container("train", gpu(2))]},
+        {
+            "containers": [claimed("train", "train-gpu")],
+            "resourceClaims": [pod_claim("train-gpu", tpl("gpu", GPU, 2))],
+        },
+        [("gpu", GPU, 2, ())],
+    ),
+    Case(
+        "quoted count, equal request; other resources stay",
+        {"containers": [container("c", {**gpu("2"), "cpu": "1"}, {**gpu("2"), "memory": "1Gi"})]},
+        {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "cuda:12",
+                    "resources": {
+                        "limits": {"cpu": "1"},
+                        "requests": {"memory": "1Gi"},
+                        "claims": [{"name": "c-gpu"}],
+                    },
+                }
+            ],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 2))],
+        },
+        [("gpu", GPU, 2, ())],
+    ),
+    Case(
+        "zero GPUs: key removed, no claim",
+        {"containers": [container("c", {**gpu(0), "cpu": "1"})]},
+        {"containers": [container("c", {"cpu": "1"})]},
+    ),
+    Case(
+        "more than 32 devices: left as is",
+        {"containers": [container("c", gpu(33))]},
+        None,
+        warnings=["33 devices exceed the 32"],
+    ),
+    *(
+        Case(
+            f"count {bad!r} is not a non-negative integer",
+            {"containers": [container("c", gpu(bad))]},
+            None,
+            warnings=["not a non-negative integer"],
+        )
+        for bad in ("abc", -1, 1.5, True, "1e3", "")
+    ),
+    Case(
+        "request without limit: left as is",
+        {"containers": [container("c", requests=gpu(1))]},
+        None,
+        warnings=["without a limit"],
+    ),
+    Case(
+        "request differs from limit: left as is",
+        {"containers": [container("c", gpu(2), gpu(1))]},
+        None,
+        warnings=["differs from its limit"],
+    ),
+    Case(
+        "mixed-strategy MIG",
+        {"containers": [container("c", {"nvidia.com/mig-1g.10gb": 1})]},
+        {
+            "containers": [claimed("c", "c-mig-1g-10gb")],
+            "resourceClaims": [
+                pod_claim("c-mig-1g-10gb", tpl("mig-1g-10gb", MIG, 1, profile("1g.10gb")))
+            ],
+        },
+        [("mig-1g-10gb", MIG, 1, (profile("1g.10gb"),))],
+    ),
+    Case(
+        "MIG with media extensions: the plugin's `.me` is the driver's `+me`",
+        {"containers": [container("c", {"nvidia.com/mig-1g.10gb.me": "2"})]},
+        {
+            "containers": [claimed("c", "c-mig-1g-10gb-me")],
+            "resourceClaims": [
+                pod_claim("c-mig-1g-10gb-me", tpl("mig-1g-10gb-me", MIG, 2, profile("1g.10gb+me")))
+            ],
+        },
+        [("mig-1g-10gb-me", MIG, 2, (profile("1g.10gb+me"),))],
+    ),
+    Case(
+        "not a MIG profile: left as is",
+        {"containers": [container("c", {"nvidia.com/mig-large": 1})]},
+        None,
+        warnings=["does not name a MIG profile"],
+    ),
+    Case(
+        "shared GPU replicas have no DRA equivalent",
+        {"containers": [container("c", {"nvidia.com/gpu.shared": 1})]},
+        None,
+        warnings=["no faithful DRA equivalent"],
+    ),
+    Case(
+        "regular init container reuses the app container's claim",
+        {
+            "initContainers": [container("prep", gpu(1))],
+            "containers": [container("main", gpu(2))],
+        },
+        {
+            "initContainers": [claimed("prep", "main-gpu")],
+            "containers": [claimed("main", "main-gpu")],
+            "resourceClaims": [pod_claim("main-gpu", tpl("gpu", GPU, 2))],
+        },
+        [("gpu", GPU, 2, ())],
+    ),
+    Case(
+        "init container needing more than any one app claim reuses several",
+        {
+            "initContainers": [container("prep", gpu(3))],
+            "containers": [container("a", gpu(2)), container("b", gpu(2))],
+        },
+        {
+            "initContainers": [claimed("prep", "a-gpu", "b-gpu")],
+            "containers": [claimed("a", "a-gpu"), claimed("b", "b-gpu")],
+            "resourceClaims": [
+                pod_claim("a-gpu", tpl("gpu", GPU, 2)),
+                pod_claim("b-gpu", tpl("gpu", GPU, 2)),
+            ],
+        },
+        [("gpu", GPU, 2, ())],
+    ),
+    Case(
+        "init container needing more than all app claims gets its own, with a warning",
+        {
+            "initContainers": [container("prep", gpu(4))],
+            "containers": [container("main", gpu(1))],
+        },
+        {
+            "initContainers": [claimed("prep", "prep-gpu")],
+            "containers": [claimed("main", "main-gpu")],
+            "resourceClaims": [
+                pod_claim("main-gpu", tpl("gpu", GPU, 1)),
+                pod_claim("prep-gpu", tpl("gpu", GPU, 4)),
+            ],
+        },
+        [("gpu", GPU, 1, ()), ("gpu", GPU, 4, ())],
+        ["needs more devices than under the device plugin"],
+    ),
+    Case(
+        "sidecar gets a claim of its own",
+        {
+            "initContainers": [container("side", gpu(1), restartPolicy="Always")],
+            "containers": [container("main", gpu(1))],
+        },
+        {
+            "initContainers": [claimed("side", "side-gpu", restartPolicy="Always")],
+            "containers": [claimed("main", "main-gpu")],
+            "resourceClaims": [
+                pod_claim("main-gpu", tpl("gpu", GPU, 1)),
+                pod_claim("side-gpu", tpl("gpu", GPU, 1)),
+            ],
+        },
+        [("gpu", GPU, 1, ())],
+    ),
+    Case(
+        "existing claims kept, ours appended under a name that does not collide",
+        {
+            "resourceClaims": [{"name": "c-gpu", "resourceClaimName": "shared"}],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "x",
+                    "resources": {"limits": gpu(1), "claims": [{"name": "c-gpu"}]},
+                }
+            ],
+        },
+        {
+            "resourceClaims": [
+                {"name": "c-gpu", "resourceClaimName": "shared"},
+                pod_claim("c-gpu-73eec9", tpl("gpu", GPU, 1)),
+            ],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "x",
+                    "resources": {"claims": [{"name": "c-gpu"}, {"name": "c-gpu-73eec9"}]},
+                }
+            ],
+        },
+        [("gpu", GPU, 1, ())],
+    ),
+    Case(
+        "two containers of one shape share one template",
+        {"containers": [container("a", gpu(1)), container("b", gpu(1)), container("log")]},
+        {
+            "containers": [claimed("a", "a-gpu"), claimed("b", "b-gpu"), container("log")],
+            "resourceClaims": [
+                pod_claim("a-gpu", tpl("gpu", GPU, 1)),
+                pod_claim("b-gpu", tpl("gpu", GPU, 1)),
+            ],
+        },
+        [("gpu", GPU, 1, ())],
+    ),
+    Case(
+        "GFD product nodeSelector becomes a CEL selector; other node labels stay",
+        {
+            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "zone": "a"},
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "nodeSelector": {"zone": "a"},
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1, PRODUCT_A100))],
+        },
+        [("gpu", GPU, 1, (PRODUCT_A100,))],
+    ),
+    Case(
+        "GFD product of a MIG-single node names the parent product",
+        {
+            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"},
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1, PRODUCT_A100))],
+        },
+        [("gpu", GPU, 1, (PRODUCT_A100,))],
+    ),
+    Case(
+        "GFD memory and family in required node affinity; the term keeps the rest",
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "nvidia.com/gpu.memory",
+                                        "operator": "In",
+                                        "values": ["40960"],
+                                    },
+                                    {
+                                        "key": "nvidia.com/gpu.family",
+                                        "operator": "In",
+                                        "values": ["ampere", "hopper"],
+                                    },
+                                    {"key": "zone", "operator": "In", "values": ["a"]},
+                                ]
+                            }
+                        ]
+                    }
+                },
+                "podAntiAffinity": {"x": 1},
+            },
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "zone", "operator": "In", "values": ["a"]}
+                                ]
+                            }
+                        ]
+                    }
+                },
+                "podAntiAffinity": {"x": 1},
+            },
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [
+                pod_claim(
+                    "c-gpu",
+                    tpl(
+                        "gpu",
+                        GPU,
+                        1,
+                        f"({MEM}.compareTo(quantity('40960Mi')) >= 0 && "
+                        f"{MEM}.compareTo(quantity('40961Mi')) < 0)",
+                        f"{FAMILY} in ['ampere', 'hopper']",
+                    ),
+                )
+            ],
+        },
+        [
+            (
+                "gpu",
+                GPU,
+                1,
+                (
+                    f"({MEM}.compareTo(quantity('40960Mi')) >= 0 && "
+                    f"{MEM}.compareTo(quantity('40961Mi')) < 0)",
+                    f"{FAMILY} in ['ampere', 'hopper']",
+                ),
+            )
+        ],
+    ),
+    Case(
+        "an affinity of only GFD terms disappears",
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "nvidia.com/gpu.product",
+                                        "operator": "NotIn",
+                                        "values": ["Tesla-T4"],
+                                    },
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [
+                pod_claim(
+                    "c-gpu",
+                    tpl(
+                        "gpu",
+                        GPU,
+                        1,
+                        "!(device.attributes['gpu.nvidia.com'].productName"
+                        ".replace(' ', '-') == 'Tesla-T4')",
+                    ),
+                )
+            ],
+        },
+        [
+            (
+                "gpu",
+                GPU,
+                1,
+                (
+                    "!(device.attributes['gpu.nvidia.com'].productName"
+                    ".replace(' ', '-') == 'Tesla-T4')",
+                ),
+            )
+        ],
+    ),
+    Case(
+        "several affinity terms on GFD labels are not translated",
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "nvidia.com/gpu.product",
+                                        "operator": "In",
+                                        "values": ["A"],
+                                    }
+                                ]
+                            },
+                            {
+                                "matchExpressions": [
+                                    {"key": "zone", "operator": "In", "values": ["b"]}
+                                ]
+                            },
+                        ]
+                    }
+                }
+            },
+            "containers": [container("c", gpu(1))],
+        },
+        "SAME_AFFINITY",
+        [("gpu", GPU, 1, ())],
+        ["several terms on GFD labels"],
+    ),
+    Case(
+        "whole-GPU memory cannot select a MIG device: it stays a node term",
+        {
+            "nodeSelector": {"nvidia.com/gpu.memory": "40960"},
+            "containers": [container("c", {"nvidia.com/mig-1g.5gb": 1})],
+        },
+        {
+            "nodeSelector": {"nvidia.com/gpu.memory": "40960"},
+            "containers": [claimed("c", "c-mig-1g-5gb")],
+            "resourceClaims": [
+                pod_claim("c-mig-1g-5gb", tpl("mig-1g-5gb", MIG, 1, profile("1g.5gb")))
+            ],
+        },
+        [("mig-1g-5gb", MIG, 1, (profile("1g.5gb"),))],
+        ["nvidia.com/gpu.memory (In 40960) has no exact device attribute"],
+    ),
+    Case(
+        "NVIDIA_VISIBLE_DEVICES read by the app",
+        {"containers": [container("c", gpu(1), args=["echo $NVIDIA_VISIBLE_DEVICES"])]},
+        {
+            "containers": [claimed("c", "c-gpu", args=["echo $NVIDIA_VISIBLE_DEVICES"])],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+        ["NVIDIA_VISIBLE_DEVICES"],
+    ),
+    Case("no GPUs: nothing to do", {"containers": [container("c", {"cpu": "1"})]}, None),
+]
+
+
+def _expected_spec(case: Case) -> Obj:
+    if case.expected == "SAME_AFFINITY":
+        return {
+            "affinity": case.spec["affinity"],
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        }
+    assert isinstance(case.expected, dict)
+    return case.expected
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_translation(case: Case, policy: Policy, catalog: Catalog) -> None:
+    before = copy.deepcopy(case.spec)
+    result = translate(case.spec, policy, catalog)
+
+    assert case.spec == before, "the input must not change"
+    if case.expected is None:
+        assert result.spec is case.spec
+        assert not result.changed
+    else:
+        assert result.spec == _expected_spec(case)
+    got = [
+        (
+            r["name"],
+            r["exactly"]["deviceClassName"],
+            r["exactly"]["count"],
+            tuple(s["cel"]["expression"] for s in r["exactly"].get("selectors", [])),
+        )
+        for t in result.templates
+        for r in t["spec"]["spec"]["devices"]["requests"]
+    ]
+    assert got == case.templates
+    assert len(result.warnings) == len(case.warnings), result.warnings
+    for warning, expected in zip(result.warnings, case.warnings, strict=True):
+        assert expected in warning
+    # Translating the translation changes nothing (and says nothing new).
+    again = translate(result.spec, policy, catalog)
+    assert not again.changed
+
+
+def test_template_is_valid_v1_exact_request(policy: Policy, catalog: Catalog) -> None:
+    result = translate({"containers": [container("c", gpu(3))]}, policy, catalog)
+    (template,) = result.templates
+    assert template["apiVersion"] == "resource.k8s.io/v1"
+    assert template["kind"] == "ResourceClaimTemplate"
+    request = template["spec"]["spec"]["devices"]["requests"][0]
+    assert set(request) == {"name", "exactly"}  # never the v1beta1 flat form
+    assert request["exactly"] == {
+        "deviceClassName": GPU,
+        "allocationMode": "ExactCount",
+        "count": 3,
+    }
+    assert re.fullmatch(r"gpu2dra-gpu-x3-[0-9a-f]{10}", template["metadata"]["name"])
+
+
+def test_template_names_follow_content(policy: Policy, catalog: Catalog) -> None:
+    def name(spec: Obj) -> str:
+        return str(translate(spec, policy, catalog).templates[0]["metadata"]["name"])
+
+    one = name({"containers": [container("a", gpu(1))]})
+    assert one == name({"containers": [container("other-name", gpu("1"))]})
+    assert one != name({"containers": [container("a", gpu(2))]})
+    selected = name({
+        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
+        "containers": [container("a", gpu(1))],
+    })  # fmt: skip
+    assert selected != one and selected.startswith("gpu2dra-gpu-x1-")
+
+
+def test_missing_device_class_leaves_the_pod(policy: Policy) -> None:
+    spec = {"containers": [container("a", gpu(1)), container("b", {"nvidia.com/mig-1g.5gb": 1})]}
+    result = translate(spec, policy, Catalog.of(["gpu.nvidia.com"]))
+    assert result.spec is spec and not result.templates
+    assert result.warnings == (
+        "DeviceClass mig.nvidia.com does not exist; pod left as is so that it can still "
+        "schedule through the device plugin",
+    )
+
+
+def test_device_class_serving_the_extended_resource_warns(policy: Policy) -> None:
+    served = {"metadata": {"name": GPU}, "spec": {"extendedResourceName": "nvidia.com/gpu"}}
+    catalog = Catalog.from_objects([served])
+    result = translate({"containers": [container("a", gpu(1))]}, policy, catalog)
+    assert result.changed
+    assert any("gpu.nvidia.com also serves nvidia.com/gpu" in w for w in result.warnings)
+
+
+def test_keep_node_selectors(catalog: Catalog) -> None:
+    policy = parse_policy({**_default_raw(), "keepNodeSelectors": True})
+    spec = {
+        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
+        "containers": [container("c", gpu(1))],
+    }
+    result = translate(spec, policy, catalog)
+    assert result.spec["nodeSelector"] == spec["nodeSelector"]
+    assert result.templates[0]["metadata"]["name"] == tpl("gpu", GPU, 1, PRODUCT_A100)
+
+
+def test_policy_can_map_shared_gpus(catalog: Catalog) -> None:
+    raw = _default_raw()
+    raw["mappings"]["nvidia.com/gpu.shared"] = {"deviceClassName": "gpu.nvidia.com"}
+    result = translate(
+        {"containers": [container("c", {"nvidia.com/gpu.shared": 1})]}, parse_policy(raw), catalog
+    )
+    assert result.spec["resourceClaims"] == [pod_claim("c-gpu-shared", tpl("gpu-shared", GPU, 1))]
+    assert result.warnings == ()
+
+
+def test_long_and_clashing_claim_names() -> None:
+    long = "a" * 63
+    taken = {f"{long}-gpu"}
+    name = claim_name(long, "gpu", taken)
+    assert is_dns_label(name) and name not in taken
+    second = claim_name(long, "gpu", taken | {name})
+    assert is_dns_label(second) and second != name
+    assert (
+        claim_name("Weird_Name", "gpu", set())
+        == "weird-name-gpu-" + claim_name("Weird_Name", "gpu", set()).rsplit("-", 1)[1]
+    )
+
+
+def test_long_container_names_in_a_pod(policy: Policy, catalog: Catalog) -> None:
+    names = ["x" * 63, "x" * 62 + "y", "x" * 63 + "z"[:0]]
+    spec = {"containers": [container(n, gpu(1)) for n in names[:2]]}
+    claims = translate(spec, policy, catalog).spec["resourceClaims"]
+    assert len({c["name"] for c in claims}) == 2
+    assert all(is_dns_label(c["name"]) for c in claims)
+
+
+@pytest.mark.parametrize(
+    ("spelled", "profile"),
+    [
+        ("1g.5gb", "1g.5gb"),
+        ("1g.10gb.me", "1g.10gb+me"),
+        ("1g.20gb.me.all", "1g.20gb+me.all"),
+        ("1g.12gb.gfx", "1g.12gb+gfx"),
+        ("1g.10gb-me", "1g.10gb-me"),
+        ("1c.3g.20gb", "1c.3g.20gb"),
+        ("7g.80gb", "7g.80gb"),
+        ("1g.5gb.shared", None),
+        ("large", None),
+        ("1g", None),
+    ],
+)
+def test_mig_profile(spelled: str, profile: str | None) -> None:
+    assert mig_profile(spelled) == profile
+
+
+@pytest.mark.parametrize(
+    ("value", "count"),
+    [(0, 0), (2, 2), ("2", 2), (2.0, 2), ("02", 2), (-1, None), ("-1", None), (True, None),
+     ("2Gi", None), (None, None), ([1], None), ("9" * 40, None), ("\u0661", None)],
+)  # fmt: skip
+def test_parse_count(value: Any, count: int | None) -> None:
+    assert parse_count(value) == count
+
+
+def test_pattern_mapping_prefers_the_longest_prefix() -> None:
+    policy = Policy(
+        mappings=(
+            ResourceMapping("example.com/dev-*", "a"),
+            ResourceMapping("example.com/dev-fast-*", "b"),
+        )
+    )
+    assert policy.mapping_for("example.com/dev-fast-1")[0].device_class == "b"  # type: ignore[index]
+    assert policy.mapping_for("example.com/dev-1")[0].device_class == "a"  # type: ignore[index]
+    assert policy.mapping_for("example.com/dev-") is None
+
+
+def _default_raw() -> dict[str, Any]:
+    import yaml
+
+    from app.policy import DEFAULT_POLICY_YAML
+
+    raw: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_YAML)
+    assert load_policy(None) == parse_policy(raw)
+    return raw
