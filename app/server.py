@@ -65,6 +65,13 @@ def make_cluster(settings: Settings, metrics: Metrics) -> Cluster:
     return LiveCluster(api, metrics, timeout=settings.api_timeout)
 
 
+def get_cluster(request: Request) -> Cluster:
+    return request.app.state.cluster  # type: ignore[no-any-return]
+
+
+ClusterDep = Annotated[Cluster, Depends(get_cluster)]
+
+
 def create_app(settings: Settings, cluster: Cluster | None = None) -> FastAPI:
     metrics = Metrics()
     mutator = Mutator(settings.policy)
@@ -78,11 +85,6 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> FastAPI:
 
     app = FastAPI(title="gpu2dra", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings, app.state.metrics = settings, metrics
-
-    def get_cluster(request: Request) -> Cluster:
-        return request.app.state.cluster  # type: ignore[no-any-return]
-
-    ClusterDep = Annotated[Cluster, Depends(get_cluster)]
 
     async def body_of(request: Request) -> bytes:
         length = request.headers.get("content-length", "")

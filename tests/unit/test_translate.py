@@ -498,10 +498,12 @@ def test_template_names_follow_content(policy: Policy, catalog: Catalog) -> None
     one = name({"containers": [container("a", gpu(1))]})
     assert one == name({"containers": [container("other-name", gpu("1"))]})
     assert one != name({"containers": [container("a", gpu(2))]})
-    selected = name({
-        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
-        "containers": [container("a", gpu(1))],
-    })  # fmt: skip
+    selected = name(
+        {
+            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
+            "containers": [container("a", gpu(1))],
+        }
+    )
     assert selected != one and selected.startswith("gpu2dra-gpu-x1-")
 
 
@@ -586,9 +588,22 @@ def test_mig_profile(spelled: str, profile: str | None) -> None:
 
 @pytest.mark.parametrize(
     ("value", "count"),
-    [(0, 0), (2, 2), ("2", 2), (2.0, 2), ("02", 2), (-1, None), ("-1", None), (True, None),
-     ("2Gi", None), (None, None), ([1], None), ("9" * 40, None), ("\u0661", None)],
-)  # fmt: skip
+    [
+        (0, 0),
+        (2, 2),
+        ("2", 2),
+        (2.0, 2),
+        ("02", 2),
+        (-1, None),
+        ("-1", None),
+        (True, None),
+        ("2Gi", None),
+        (None, None),
+        ([1], None),
+        ("9" * 40, None),
+        ("\u0661", None),
+    ],
+)
 def test_parse_count(value: Any, count: int | None) -> None:
     assert parse_count(value) == count
 

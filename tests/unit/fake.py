@@ -1,0 +1,44 @@
+"""An in-memory ClusterView for the admission tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from app.admission import Request, TemplateError
+from app.catalog import Catalog
+from app.kube import Obj
+
+
+@dataclass
+class FakeCluster:
+    catalog: Catalog = field(
+        default_factory=lambda: Catalog.of(["gpu.nvidia.com", "mig.nvidia.com"])
+    )
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    templates: dict[tuple[str, str], list[Request]] = field(default_factory=dict)
+    claims: dict[tuple[str, str], list[Request]] = field(default_factory=dict)
+    created: list[tuple[str, str]] = field(default_factory=list)
+    fail_with: str | None = None
+    ready: bool = True
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        return self.labels.get(name)
+
+    async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
+        if self.fail_with:
+            raise TemplateError(self.fail_with)
+        for tpl in templates:
+            self.created.append((namespace, tpl["metadata"]["name"]))
+
+    async def template_requests(self, namespace: str, name: str) -> list[Request] | None:
+        return self.templates.get((namespace, name))
+
+    async def claim_requests(self, namespace: str, name: str) -> list[Request] | None:
+        return self.claims.get((namespace, name))
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass

@@ -1,0 +1,305 @@
+"""Mutating and validating verdicts, against an in-memory cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+from typing import Any
+
+import jsonpatch
+import orjson
+import pytest
+
+from app.admission import AUDIT_ANNOTATION, Mutator, patch_ops, requests_of, validate
+from app.policy import Policy, load_policy, parse_policy
+from app.reviews import AdmissionRequest, AdmissionResponse
+from app.translate import translate
+from tests.unit.fake import FakeCluster
+from tests.unit.pods import PRODUCT_A100, container, gpu
+
+Obj = dict[str, Any]
+
+
+def pod(spec: Obj | None = None, annotations: Obj | None = None) -> Obj:
+    meta: Obj = {"generateName": "train-", "namespace": "ml"}
+    if annotations:
+        meta["annotations"] = annotations
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": spec or {"containers": [container("c", gpu(2))]},
+    }
+
+
+def request(
+    obj: Obj,
+    operation: str = "CREATE",
+    kind: str = "Pod",
+    group: str = "",
+    namespace: str = "ml",
+    **extra: Any,
+) -> AdmissionRequest:
+    req: dict[str, Any] = {
+        "uid": "u",
+        "kind": {"group": group, "version": "v1", "kind": kind},
+        "operation": operation,
+        "namespace": namespace,
+        "object": obj,
+        **extra,
+    }
+    return req  # type: ignore[return-value]
+
+
+def enabled(**labels: str) -> FakeCluster:
+    return FakeCluster(labels={"ml": {"gpu2dra.io/migration": "enabled", **labels}})
+
+
+def run(coro: Any) -> AdmissionResponse:
+    return asyncio.run(coro)  # type: ignore[no-any-return]
+
+
+def apply(obj: Obj, response: AdmissionResponse) -> Obj:
+    ops = orjson.loads(base64.b64decode(response["patch"]))
+    return jsonpatch.apply_patch(obj, ops)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def mutate(policy: Policy) -> Mutator:
+    return Mutator(policy)
+
+
+def test_enabled_namespace_gets_a_patch_and_templates(mutate: Mutator) -> None:
+    cluster, obj = enabled(), pod()
+    response = run(mutate(request(obj), cluster))
+    assert response["allowed"] and response["patchType"] == "JSONPatch"
+    patched = apply(copy.deepcopy(obj), response)
+    expected = translate(obj["spec"], mutate.policy, cluster.catalog)
+    assert patched["spec"] == expected.spec
+    assert cluster.created == [("ml", expected.templates[0]["metadata"]["name"])]
+
+
+def test_patch_touches_only_what_changed(policy: Policy) -> None:
+    spec = {
+        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
+        "containers": [container("a", {"cpu": "1"}), container("b", gpu(1))],
+        "volumes": [{"name": "v"}],
+    }
+    t = translate(spec, policy, FakeCluster().catalog)
+    ops = patch_ops(spec, t)
+    assert [(o["op"], o["path"]) for o in ops] == [
+        ("replace", "/spec/containers/1/resources"),
+        ("add", "/spec/resourceClaims"),
+        ("remove", "/spec/nodeSelector"),
+    ]
+    assert jsonpatch.apply_patch({"spec": spec}, ops) == {"spec": t.spec}
+    assert t.templates[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] == [
+        {"cel": {"expression": PRODUCT_A100}}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("labels", "why"),
+    [
+        (None, "no label: cluster default is disabled"),
+        ({"gpu2dra.io/migration": "disabled"}, "disabled"),
+        ({"gpu2dra.io/migration": "Enabled"}, "misspelt value disables"),
+    ],
+)
+def test_namespaces_not_enabled_are_left_alone(mutate: Mutator, labels: Any, why: str) -> None:
+    cluster = FakeCluster(labels={"ml": labels} if labels else {})
+    assert run(mutate(request(pod()), cluster)) == {"uid": "u", "allowed": True}, why
+    assert cluster.created == []
+
+
+def test_cluster_default_can_enable(catalog: Any) -> None:
+    raw = {
+        "defaultMode": "enabled",
+        "mappings": {"nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com"}},
+    }
+    response = run(Mutator(parse_policy(raw))(request(pod()), FakeCluster()))
+    assert "patch" in response
+
+
+def test_audit_warns_and_annotates_without_changing(mutate: Mutator) -> None:
+    cluster = FakeCluster(labels={"ml": {"gpu2dra.io/migration": "audit"}})
+    response = run(mutate(request(pod()), cluster))
+    assert response["allowed"] and "patch" not in response
+    assert response["warnings"][0].startswith("gpu2dra audit: would move GPU requests to DRA")
+    assert "claim c-gpu: 2 x gpu.nvidia.com" in response["warnings"][0]
+    assert "gpu2dra-gpu-x2-" in response["auditAnnotations"][AUDIT_ANNOTATION]
+    assert cluster.created == []
+
+
+def test_dry_run_patches_but_creates_nothing(mutate: Mutator) -> None:
+    cluster = enabled()
+    response = run(mutate(request(pod(), dryRun=True), cluster))
+    assert "patch" in response and cluster.created == []
+
+
+@pytest.mark.parametrize(
+    ("req", "why"),
+    [
+        (request(pod(), operation="UPDATE"), "claims are immutable after create"),
+        (request(pod(), namespace="kube-system"), "kube-system"),
+        (request(pod(annotations={"gpu2dra.io/skip": "true"})), "opted out"),
+        (request(pod(annotations={"kubernetes.io/config.mirror": "x"})), "mirror pod"),
+        (request(pod(), subResource="status"), "subresource"),
+        (request({"spec": {}}, kind="Deployment", group="apps"), "not a pod"),
+    ],
+)
+def test_never_touched(mutate: Mutator, req: AdmissionRequest, why: str) -> None:
+    cluster = enabled()
+    assert run(mutate(req, cluster)) == {"uid": "u", "allowed": True}, why
+
+
+def test_webhook_namespace_is_skipped(policy: Policy) -> None:
+    cluster = FakeCluster(labels={"gpu2dra": {"gpu2dra.io/migration": "enabled"}})
+    mutate = Mutator(policy.with_skipped("gpu2dra"))
+    assert run(mutate(request(pod(), namespace="gpu2dra"), cluster)) == {
+        "uid": "u",
+        "allowed": True,
+    }
+
+
+def test_template_failure_admits_unchanged_with_warning(mutate: Mutator) -> None:
+    cluster = enabled()
+    cluster.fail_with = "403 Forbidden"
+    response = run(mutate(request(pod()), cluster))
+    assert response["allowed"] and "patch" not in response
+    assert "could not create ResourceClaimTemplates: 403 Forbidden" in response["warnings"][0]
+
+
+def test_template_failure_denies_when_policy_says_so() -> None:
+    policy = parse_policy(
+        {"onError": "deny", "mappings": {"nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com"}}}
+    )
+    cluster = enabled()
+    cluster.fail_with = "timed out"
+    response = run(Mutator(policy)(request(pod()), cluster))
+    assert not response["allowed"] and response["status"]["code"] == 503
+
+
+def test_pod_without_gpus_is_plain_allowed(mutate: Mutator) -> None:
+    obj = pod({"containers": [container("c", {"cpu": "1"})]})
+    assert run(mutate(request(obj), enabled())) == {"uid": "u", "allowed": True}
+
+
+def test_missing_device_class_warns_and_leaves_pod(mutate: Mutator) -> None:
+    cluster = enabled()
+    cluster.catalog = type(cluster.catalog).of(["mig.nvidia.com"])
+    response = run(mutate(request(pod()), cluster))
+    assert "patch" not in response
+    assert "DeviceClass gpu.nvidia.com does not exist" in response["warnings"][0]
+
+
+# ---- validation ------------------------------------------------------------------------
+
+V1_TEMPLATE = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaimTemplate",
+    "metadata": {"name": "t", "namespace": "ml"},
+    "spec": {
+        "spec": {
+            "devices": {
+                "requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}},
+                    {
+                        "name": "any",
+                        "firstAvailable": [
+                            {"name": "big", "deviceClassName": "gpu.nvidia.com"},
+                            {"name": "small", "deviceClassName": "nope.example.com"},
+                        ],
+                    },
+                ]
+            }
+        }
+    },
+}
+
+
+def test_requests_of_reads_v1_and_v1beta1() -> None:
+    assert requests_of(V1_TEMPLATE["spec"]["spec"]) == [  # type: ignore[index]
+        ("gpu", "gpu.nvidia.com"),
+        ("any/big", "gpu.nvidia.com"),
+        ("any/small", "nope.example.com"),
+    ]
+    beta = {"devices": {"requests": [{"name": "gpu", "deviceClassName": "x"}]}}
+    assert requests_of(beta) == [("gpu", "x")]
+    assert requests_of({"devices": {"requests": "bad"}}) == []
+
+
+def test_template_naming_a_missing_class_is_denied() -> None:
+    req = request(V1_TEMPLATE, kind="ResourceClaimTemplate", group="resource.k8s.io")
+    response = run(validate(req, FakeCluster()))
+    assert not response["allowed"]
+    assert response["status"] == {
+        "code": 403,
+        "message": "ResourceClaimTemplate ml/t: request 'any/small' names DeviceClass "
+        "'nope.example.com', which does not exist",
+    }
+
+
+def test_claim_update_is_validated_too() -> None:
+    claim = {
+        "metadata": {"name": "c"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gone"}}]}},
+    }
+    req = request(claim, operation="UPDATE", kind="ResourceClaim", group="resource.k8s.io")
+    assert not run(validate(req, FakeCluster()))["allowed"]
+
+
+def test_valid_template_is_allowed() -> None:
+    ok = copy.deepcopy(V1_TEMPLATE)
+    del ok["spec"]["spec"]["devices"]["requests"][1]  # type: ignore[index]
+    req = request(ok, kind="ResourceClaimTemplate", group="resource.k8s.io")
+    assert run(validate(req, FakeCluster())) == {"uid": "u", "allowed": True}
+
+
+def test_pod_referencing_a_bad_template_is_denied() -> None:
+    cluster = FakeCluster(templates={("ml", "t"): [("gpu", "gone.example.com")]})
+    obj = pod(
+        {
+            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}],
+            "containers": [container("c")],
+        }
+    )
+    response = run(validate(request(obj), cluster))
+    assert not response["allowed"]
+    assert "claim 'g' uses ResourceClaimTemplate 't'" in response["status"]["message"]
+    assert "'gone.example.com'" in response["status"]["message"]
+
+
+def test_pod_referencing_a_bad_claim_is_denied() -> None:
+    cluster = FakeCluster(claims={("ml", "shared"): [("gpu", "gone.example.com")]})
+    obj = pod(
+        {
+            "resourceClaims": [{"name": "g", "resourceClaimName": "shared"}],
+            "containers": [container("c")],
+        }
+    )
+    assert not run(validate(request(obj), cluster))["allowed"]
+
+
+def test_pod_referencing_a_template_not_yet_created_is_allowed_with_warning() -> None:
+    obj = pod(
+        {
+            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "later"}],
+            "containers": [container("c")],
+        }
+    )
+    response = run(validate(request(obj), FakeCluster()))
+    assert response["allowed"]
+    assert response["warnings"] == ["claim 'g': ResourceClaimTemplate 'later' does not exist yet"]
+
+
+def test_delete_is_not_validated() -> None:
+    req = request(
+        V1_TEMPLATE, operation="DELETE", kind="ResourceClaimTemplate", group="resource.k8s.io"
+    )
+    assert run(validate(req, FakeCluster()))["allowed"]
+
+
+def test_default_policy_is_loaded() -> None:
+    assert load_policy(None).default_mode == "disabled"

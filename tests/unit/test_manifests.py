@@ -1,0 +1,184 @@
+"""Offline translation of whole manifests: finding pod specs, and the `gpu2dra translate` CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from app.catalog import Catalog
+from app.cli import main
+from app.manifests import ManifestError, load_documents, translate_documents
+from app.policy import Policy
+
+ROOT = Path(__file__).resolve().parents[2]
+GPU_CONTAINER = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}
+POD_SPEC = {"containers": [GPU_CONTAINER]}
+
+KINDS: list[tuple[str, dict[str, Any], tuple[str | int, ...]]] = [
+    ("Pod", {"spec": POD_SPEC}, ("spec",)),
+    ("Deployment", {"spec": {"template": {"spec": POD_SPEC}}}, ("spec", "template", "spec")),
+    ("StatefulSet", {"spec": {"template": {"spec": POD_SPEC}}}, ("spec", "template", "spec")),
+    ("DaemonSet", {"spec": {"template": {"spec": POD_SPEC}}}, ("spec", "template", "spec")),
+    ("ReplicaSet", {"spec": {"template": {"spec": POD_SPEC}}}, ("spec", "template", "spec")),
+    ("Job", {"spec": {"template": {"spec": POD_SPEC}}}, ("spec", "template", "spec")),
+    (
+        "CronJob",
+        {"spec": {"jobTemplate": {"spec": {"template": {"spec": POD_SPEC}}}}},
+        ("spec", "jobTemplate", "spec", "template", "spec"),
+    ),
+    ("PodTemplate", {"template": {"spec": POD_SPEC}}, ("template", "spec")),
+    (
+        "PyTorchJob",
+        {"spec": {"pytorchReplicaSpecs": {"Worker": {"template": {"spec": POD_SPEC}}}}},
+        ("spec", "pytorchReplicaSpecs", "Worker", "template", "spec"),
+    ),
+    (
+        "RayCluster",
+        {"spec": {"workerGroupSpecs": [{"template": {"spec": POD_SPEC}}]}},
+        ("spec", "workerGroupSpecs", 0, "template", "spec"),
+    ),
+    (
+        "LeaderWorkerSet",
+        {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": POD_SPEC}}}},
+        ("spec", "leaderWorkerTemplate", "workerTemplate", "spec"),
+    ),
+]
+
+
+def _at(obj: Any, path: tuple[str | int, ...]) -> Any:
+    for step in path:
+        obj = obj[step]
+    return obj
+
+
+@pytest.mark.parametrize(("kind", "body", "path"), KINDS, ids=[k[0] for k in KINDS])
+def test_pod_specs_found_in_every_kind(
+    policy: Policy, catalog: Catalog, kind: str, body: dict[str, Any], path: tuple[str | int, ...]
+) -> None:
+    doc = {"apiVersion": "x/v1", "kind": kind, "metadata": {"name": "n"}, **body}
+    result = translate_documents([doc], policy, catalog, "ns", "enabled")
+    spec = _at(result.documents[0], path)
+    assert spec["resourceClaims"][0]["resourceClaimTemplateName"].startswith("gpu2dra-gpu-x1-")
+    assert spec["containers"][0]["resources"] == {"claims": [{"name": "c-gpu"}]}
+    assert _at(doc, path) is POD_SPEC  # the input is untouched
+    assert [t["metadata"]["namespace"] for t in result.templates.values()] == ["ns"]
+
+
+def test_templates_are_listed_once(policy: Policy, catalog: Catalog) -> None:
+    docs = [{"kind": "Pod", "metadata": {"name": str(i)}, "spec": POD_SPEC} for i in range(3)]
+    assert len(translate_documents(docs, policy, catalog, "ns", "enabled").templates) == 1
+
+
+def test_skip_annotation_on_a_pod_template(policy: Policy, catalog: Catalog) -> None:
+    doc = {
+        "kind": "Deployment",
+        "spec": {
+            "template": {"metadata": {"annotations": {"gpu2dra.io/skip": "true"}}, "spec": POD_SPEC}
+        },
+    }
+    result = translate_documents([doc], policy, catalog, "ns", "enabled")
+    assert result.documents[0] is doc and not result.templates
+
+
+def test_skipped_namespace(policy: Policy, catalog: Catalog) -> None:
+    doc = {"kind": "Pod", "metadata": {"namespace": "kube-system"}, "spec": POD_SPEC}
+    assert translate_documents([doc], policy, catalog, None, "enabled").documents[0] is doc
+
+
+def test_list_and_json_inputs() -> None:
+    listed = '{"kind": "List", "items": [{"kind": "Pod"}, {"kind": "Service"}]}'
+    assert [d["kind"] for d in load_documents(listed)] == ["Pod", "Service"]
+    assert load_documents("---\n---\nkind: Pod\n") == [{"kind": "Pod"}]
+
+
+def test_yaml_bomb_is_refused() -> None:
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(12)
+    )
+    with pytest.raises(ManifestError, match="more than 100 YAML aliases"):
+        load_documents(bomb)
+
+
+def test_deep_nesting_is_refused(policy: Policy, catalog: Catalog) -> None:
+    deep: Any = {"kind": "Thing"}
+    for _ in range(100):
+        deep = {"x": deep}
+    with pytest.raises(ManifestError, match="nested deeper"):
+        translate_documents([{"kind": "Wrap", "spec": deep}], policy, catalog, None, "enabled")
+    with pytest.raises(ManifestError, match="nested too deeply"):
+        load_documents("[" * 5000 + "]" * 5000)
+
+
+# ---- CLI ---------------------------------------------------------------------------------
+
+
+def test_cli_translate_example(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["translate", "-f", str(ROOT / "examples/training-job.yaml")]) == 0
+    out = capsys.readouterr()
+    docs = list(yaml.safe_load_all(out.out))
+    assert [d["kind"] for d in docs] == ["Job", "ResourceClaimTemplate"]
+    spec = docs[0]["spec"]["template"]["spec"]
+    assert "nodeSelector" not in spec
+    assert spec["initContainers"][0]["resources"] == {"claims": [{"name": "trainer-gpu"}]}
+    assert docs[1]["metadata"]["namespace"] == "ml"
+    assert out.err == ""
+
+
+def test_cli_warnings_go_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+        "  - {name: c, resources: {limits: {nvidia.com/gpu.shared: 1}}}\n"
+    )
+    assert main(["translate", "-f", str(path), "-o", "json"]) == 0
+    out = capsys.readouterr()
+    assert out.err.startswith("warning: document 1 (Pod p): container 'c': nvidia.com/gpu.shared")
+    assert '"documents"' in out.out
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("kind: Pod\n---\nkind: [\n", "gpu2dra: document 2: not valid YAML"),
+        ("- 1\n", "gpu2dra: document 1: not a Kubernetes object"),
+    ],
+)
+def test_cli_bad_input_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    assert main(["translate", "-f", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_cli_missing_file_and_bad_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["translate", "-f", str(tmp_path / "none.yaml")]) == 1
+    assert "No such file or directory" in capsys.readouterr().err
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("defaultMode: sometimes\n")
+    assert main(["translate", "-f", "-", "--policy", str(policy)]) == 1
+    assert "defaultMode: must be one of enabled, audit, disabled" in capsys.readouterr().err
+
+
+def test_python_m_app_reads_stdin() -> None:
+    pod = (
+        "kind: Pod\nspec:\n  containers:\n  - {name: c, resources: {limits: {nvidia.com/gpu: 2}}}\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "translate", "-f", "-"],
+        input=pod,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    assert [d["kind"] for d in yaml.safe_load_all(done.stdout)] == ["Pod", "ResourceClaimTemplate"]

@@ -1,0 +1,71 @@
+"""The policy file: defaults, overrides, and clear errors for mistakes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.policy import PolicyError, load_policy, parse_policy
+
+
+def test_embedded_default() -> None:
+    policy = load_policy(None)
+    assert policy.default_mode == "disabled" and policy.on_error == "allow"
+    assert policy.mode_for({}) == "disabled"
+    assert policy.mode_for({"gpu2dra.io/migration": "audit"}) == "audit"
+    mapping, captured = policy.mapping_for("nvidia.com/mig-1g.5gb")  # type: ignore[misc]
+    assert mapping.device_class == "mig.nvidia.com" and captured == "1g.5gb"
+    assert policy.mapping_for("nvidia.com/gpu.shared") is None
+    assert "kube-system" in policy.skip_namespaces
+
+
+def test_policy_file(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "defaultMode: audit\nonError: deny\nmappings:\n"
+        "  example.com/fpga: {deviceClassName: fpga.example.com}\n"
+    )
+    policy = load_policy(path)
+    assert policy.default_mode == "audit" and policy.on_error == "deny"
+    assert policy.mapping_for("nvidia.com/gpu") is None
+    assert policy.mapping_for("example.com/fpga")[0].device_class == "fpga.example.com"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ([], "policy: must be a YAML map"),
+        ({"defaultmode": "enabled"}, "unknown field(s): defaultmode"),
+        ({"onError": "maybe"}, "onError: must be one of allow, deny"),
+        ({"keepNodeSelectors": "yes"}, "keepNodeSelectors: must be true or false"),
+        ({"mappings": {"nvidia.com/gpu": {}}}, "needs deviceClassName"),
+        (
+            {"mappings": {"nvidia.com/gpu": {"deviceClassName": "x", "count": 2}}},
+            "unknown field(s): count",
+        ),
+        ({"mappings": {"nvidia.com/*gpu": {"deviceClassName": "x"}}}, "may only end"),
+        ({"mappings": {"gpu": {"deviceClassName": "x"}}}, "key must be a resource name"),
+        ({"mappings": {"a/b": {"deviceClassName": "x", "selectors": "cel"}}}, "list of CEL"),
+        (
+            {"mappings": {"a/b": {"deviceClassName": "x", "nodeLabels": "all"}}},
+            "nodeLabels: must be one of gpu, mig, none",
+        ),
+        ({"skipNamespaces": "kube-system"}, "skipNamespaces: must be a list"),
+        ({"deviceClasses": [""]}, "deviceClasses: must be a list"),
+    ],
+)
+def test_policy_errors(raw: Any, message: str) -> None:
+    with pytest.raises(PolicyError) as err:
+        parse_policy(raw)
+    assert message in str(err.value)
+
+
+def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="cannot read"):
+        load_policy(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [")
+    with pytest.raises(PolicyError, match="not valid YAML"):
+        load_policy(bad)

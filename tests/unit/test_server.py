@@ -1,0 +1,204 @@
+"""One HTTP round trip per endpoint, and every bad-input case, through the real ASGI app."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from app.policy import load_policy
+from app.server import Settings, create_app
+from tests.unit.fake import FakeCluster
+from tests.unit.pods import container, gpu
+
+
+def review_body(obj: Any, kind: str = "Pod", group: str = "", **extra: Any) -> bytes:
+    return orjson.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "abc",
+                "kind": {"group": group, "version": "v1", "kind": kind},
+                "operation": "CREATE",
+                "namespace": "ml",
+                "object": obj,
+                **extra,
+            },
+        }
+    )
+
+
+POD = {"metadata": {"name": "p"}, "spec": {"containers": [container("c", gpu(1))]}}
+
+
+@pytest.fixture
+def cluster() -> FakeCluster:
+    return FakeCluster(labels={"ml": {"gpu2dra.io/migration": "enabled"}})
+
+
+@pytest.fixture
+def client(cluster: FakeCluster) -> Iterator[TestClient]:
+    settings = Settings(policy=load_policy(None), max_body=64 * 1024)
+    with TestClient(create_app(settings, cluster)) as client:
+        yield client
+
+
+def test_mutate_round_trip(client: TestClient, cluster: FakeCluster) -> None:
+    response = client.post("/mutate", content=review_body(POD))
+    assert response.status_code == 200
+    body = response.json()
+    assert body["apiVersion"] == "admission.k8s.io/v1" and body["kind"] == "AdmissionReview"
+    assert body["response"]["uid"] == "abc" and body["response"]["allowed"] is True
+    assert body["response"]["patchType"] == "JSONPatch"
+    assert len(cluster.created) == 1
+
+
+def test_validate_round_trip(client: TestClient) -> None:
+    tpl = {
+        "metadata": {"name": "t"},
+        "spec": {
+            "spec": {
+                "devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "missing"}}]}
+            }
+        },
+    }
+    body = client.post(
+        "/validate", content=review_body(tpl, kind="ResourceClaimTemplate", group="resource.k8s.io")
+    ).json()
+    assert body["response"]["allowed"] is False
+    assert body["response"]["status"]["code"] == 403
+    assert "'missing'" in body["response"]["status"]["message"]
+
+
+@pytest.mark.parametrize("path", ["/mutate", "/validate"])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{", "body is not JSON"),
+        (
+            b'{"apiVersion": "v1", "kind": "Pod"}',
+            "expected apiVersion admission.k8s.io/v1, kind AdmissionReview",
+        ),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}',
+            "request has no uid",
+        ),
+    ],
+)
+def test_malformed_review_is_400(
+    client: TestClient, path: str, content: bytes, message: str
+) -> None:
+    response = client.post(path, content=content)
+    assert response.status_code == 400
+    assert response.text == f"{message}\n"
+
+
+def test_oversized_body_is_413(client: TestClient) -> None:
+    response = client.post("/mutate", content=b" " * (64 * 1024 + 1))
+    assert response.status_code == 413
+
+
+def test_unexpected_exception_is_a_500_verdict_with_uid(
+    client: TestClient, cluster: FakeCluster
+) -> None:
+    def boom(name: str) -> None:
+        raise RuntimeError("cache exploded")
+
+    cluster.namespace_labels = boom  # type: ignore[method-assign]
+    response = client.post("/mutate", content=review_body(POD))
+    assert response.status_code == 200
+    assert response.json()["response"] == {
+        "uid": "abc",
+        "allowed": False,
+        "status": {"code": 500, "message": "gpu2dra internal error"},
+    }
+    # The worker survives: the next request is answered.
+    cluster.namespace_labels = lambda name: {}  # type: ignore[method-assign]
+    assert client.post("/mutate", content=review_body(POD)).json()["response"]["allowed"]
+
+
+MANIFEST = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: ml}
+spec:
+  template:
+    spec:
+      containers:
+      - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cm}
+"""
+
+
+def test_translate_json(client: TestClient, cluster: FakeCluster) -> None:
+    response = client.post("/translate", content=MANIFEST)
+    assert response.status_code == 200
+    body = response.json()
+    assert [d["kind"] for d in body["documents"]] == ["Deployment", "ConfigMap"]
+    pod_spec = body["documents"][0]["spec"]["template"]["spec"]
+    assert pod_spec["resourceClaims"][0]["name"] == "c-gpu"
+    assert body["templates"][0]["metadata"]["namespace"] == "ml"
+    assert body["warnings"] == []
+    assert cluster.created == []  # dry run: nothing is created
+
+
+def test_translate_yaml_with_warnings(client: TestClient) -> None:
+    manifest = MANIFEST.replace("nvidia.com/gpu: 1", "nvidia.com/gpu: 99")
+    response = client.post(
+        "/translate?namespace=other", content=manifest, headers={"accept": "application/yaml"}
+    )
+    assert response.headers["content-type"].startswith("application/yaml")
+    assert response.text.startswith("# warning: document 1 (Deployment web): container 'c'")
+    assert [d["kind"] for d in yaml.safe_load_all(response.text)] == ["Deployment", "ConfigMap"]
+
+
+def test_translate_audit_mode_changes_nothing(client: TestClient) -> None:
+    body = client.post("/translate?mode=audit", content=MANIFEST).json()
+    assert "resourceClaims" not in body["documents"][0]["spec"]["template"]["spec"]
+    assert body["templates"] == []
+    assert "would move GPU requests to DRA" in body["warnings"][0]
+
+
+@pytest.mark.parametrize(
+    ("query", "content", "status", "message"),
+    [
+        ("?mode=bogus", MANIFEST, 400, "mode must be one of enabled, audit, disabled"),
+        ("", "kind: [", 400, "document 1: not valid YAML"),
+        ("", "- 1\n- 2\n", 400, "document 1: not a Kubernetes object"),
+        ("", b"\xff\xfe", 400, "codec"),
+    ],
+)
+def test_translate_bad_input(
+    client: TestClient, query: str, content: Any, status: int, message: str
+) -> None:
+    response = client.post(f"/translate{query}", content=content)
+    assert response.status_code == status
+    assert message in response.text
+
+
+def test_translate_can_be_turned_off(cluster: FakeCluster) -> None:
+    settings = Settings(policy=load_policy(None), translate_enabled=False)
+    with TestClient(create_app(settings, cluster)) as client:
+        assert client.post("/translate", content=MANIFEST).status_code == 404
+
+
+def test_health_ready_and_metrics(client: TestClient, cluster: FakeCluster) -> None:
+    assert client.get("/healthz").text == "ok\n"
+    assert client.get("/readyz").status_code == 200
+    cluster.ready = False
+    assert client.get("/readyz").status_code == 503
+    client.post("/mutate", content=review_body(POD))
+    client.post("/mutate", content=b"{")
+    metrics = client.get("/metrics").text
+    assert 'gpu2dra_requests_total{endpoint="mutate",result="patched"} 1.0' in metrics
+    assert 'gpu2dra_requests_total{endpoint="mutate",result="bad-request"} 1.0' in metrics
+    assert 'gpu2dra_translations_total{mode="enabled"} 1.0' in metrics
+    assert "gpu2dra_request_seconds_bucket" in metrics
