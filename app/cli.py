@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import socket
+import ssl
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from app.catalog import Catalog
 from app.certs import make_certs, service_names
@@ -21,6 +24,7 @@ from app.manifests import (
     translate_documents,
 )
 from app.policy import MODES, PolicyError, load_policy
+from app.tls import harden, reload_certificates
 
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -111,6 +115,14 @@ def _certs(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _run(server: Any, context: ssl.SSLContext, cert: Path, key: Path) -> None:
+    reloader = asyncio.create_task(reload_certificates(context, cert, key))
+    try:
+        await server.serve()
+    finally:
+        reloader.cancel()
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -137,7 +149,7 @@ def _serve(args: argparse.Namespace) -> int:
         translate_enabled=not args.no_translate_endpoint,
         api_timeout=args.api_timeout,
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings),
         host=args.host,
         port=args.port,
@@ -145,7 +157,11 @@ def _serve(args: argparse.Namespace) -> int:
         ssl_keyfile=str(key),
         log_level=args.log_level,
         access_log=False,
+        timeout_graceful_shutdown=20,
     )
+    config.load()
+    assert config.ssl is not None
+    asyncio.run(_run(uvicorn.Server(config), harden(config.ssl), cert, key))
     return 0
 
 

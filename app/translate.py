@@ -307,7 +307,9 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
             request_name(lg.resource), lg.mapping.device_class, lg.count, lg.selectors + node
         )
 
-    taken = {c["name"] for c in pod_claims if isinstance(c, dict) and "name" in c}
+    taken = {
+        c["name"] for c in pod_claims if isinstance(c, dict) and isinstance(c.get("name"), str)
+    }
     new_claims: list[_Claim] = []
     app_claims: list[_Claim] = []
     claims_of: dict[tuple[str, int], list[str]] = {}
@@ -390,6 +392,8 @@ def _rewrite(container: Obj, found: list[_Legacy], claims: list[str]) -> Obj:
                 del resources[key]
     if claims:
         existing = resources.get("claims") or []
-        have = {c.get("name") for c in existing if isinstance(c, dict)}
+        have = {
+            c["name"] for c in existing if isinstance(c, dict) and isinstance(c.get("name"), str)
+        }
         resources["claims"] = [*existing, *({"name": n} for n in claims if n not in have)]
     return {**container, "resources": resources}

@@ -1,0 +1,100 @@
+{{- define "gpu2dra.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gpu2dra.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "gpu2dra.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gpu2dra.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpu2dra.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: webhook
+{{- end }}
+
+{{- define "gpu2dra.labels" -}}
+helm.sh/chart: {{ include "gpu2dra.chart" . }}
+{{ include "gpu2dra.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "gpu2dra.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "gpu2dra.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "gpu2dra.tlsSecretName" -}}
+{{- if eq .Values.tls.mode "secret" }}
+{{- required "tls.secretName is required with tls.mode=secret" .Values.tls.secretName }}
+{{- else }}
+{{- default (printf "%s-tls" (include "gpu2dra.fullname" .)) .Values.tls.secretName }}
+{{- end }}
+{{- end }}
+
+{{- define "gpu2dra.certificateName" -}}
+{{- printf "%s-serving" (include "gpu2dra.fullname" .) }}
+{{- end }}
+
+{{/* Namespaces whose requests reach gpu2dra: opted in by label (or, when the policy's
+default mode is not disabled, every namespace not opted out), never kube-system or the
+release namespace. */}}
+{{- define "gpu2dra.namespaceSelector" -}}
+matchExpressions:
+  - key: gpu2dra.io/migration
+    {{- if eq .Values.policy.defaultMode "disabled" }}
+    operator: In
+    values: [enabled, audit]
+    {{- else }}
+    operator: NotIn
+    values: [disabled]
+    {{- end }}
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values:
+      {{- range uniq (concat (list "kube-system" .Release.Namespace) .Values.webhook.excludeNamespaces) }}
+      - {{ . | quote }}
+      {{- end }}
+{{- end }}
+
+{{/* Only pods that ask for a mapped resource are sent: the rest never pay the round trip. */}}
+{{- define "gpu2dra.gpuResourceCondition" -}}
+{{- $quoted := list }}
+{{- range $resource, $_ := .Values.policy.mappings }}
+{{- $quoted = append $quoted (printf "'%s'" (trimSuffix "*" $resource)) }}
+{{- end }}
+{{- $has := printf "[%s].exists(p, k.startsWith(p))" (join ", " $quoted) -}}
+{{- $c := printf "has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, %s)) || (has(c.resources.requests) && c.resources.requests.exists(k, %s)))" $has $has -}}
+object.spec.containers.exists(c, {{ $c }}) || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, {{ $c }}))
+{{- end }}
+
+{{- define "gpu2dra.clientConfig" -}}
+{{- $path := .path }}
+{{- with .root }}
+{{- if .Values.webhook.url }}
+url: {{ printf "%s%s" (trimSuffix "/" .Values.webhook.url) $path | quote }}
+{{- else }}
+service:
+  name: {{ include "gpu2dra.fullname" . }}
+  namespace: {{ .Release.Namespace }}
+  path: {{ $path }}
+  port: {{ .Values.service.port }}
+{{- end }}
+{{- end }}
+{{- end }}
