@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
+import signal
 import socket
 import ssl
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +118,26 @@ def _certs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _server(config: Any) -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn re-raises SIGTERM after a graceful shutdown, so the process would die of
+            # the signal; a clean stop (in-flight requests finished) should exit 0.
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.handle_exit, sig, None)
+            try:
+                yield
+            finally:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
+
+    return Server(config)
+
+
 async def _run(server: Any, context: ssl.SSLContext, cert: Path, key: Path) -> None:
     reloader = asyncio.create_task(reload_certificates(context, cert, key))
     try:
@@ -161,7 +184,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     config.load()
     assert config.ssl is not None
-    asyncio.run(_run(uvicorn.Server(config), harden(config.ssl), cert, key))
+    asyncio.run(_run(_server(config), harden(config.ssl), cert, key))
     return 0
 
 

@@ -1,0 +1,464 @@
+"""A real Kubernetes control plane (etcd, apiserver, controller-manager, scheduler) on 127.0.0.1.
+
+The binaries come from tests/k8s/build.sh. There is no kubelet: pods are scheduled and bound
+(including DRA allocation) but never run. Authentication uses a static token file: an admin in
+system:masters, plus the users that the default RBAC roles bind for the controller-manager and
+the scheduler. The apiserver serves with a certificate from a CA generated here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import datetime
+import ipaddress
+import os
+import secrets
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from kubernetes import client, config
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONTROL_PLANE_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+# Everything tests/k8s/build.sh produces; kubectl and helm are for tests that shell out.
+ALL_BINARIES = (*CONTROL_PLANE_BINARIES, "kubectl", "helm")
+BUILD_HINT = "tests/k8s/build.sh"
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+# The node-lifecycle controller would taint fake Nodes (no kubelet heartbeats) as unreachable.
+DISABLED_CONTROLLERS = ("node-lifecycle-controller",)
+
+
+def find_bin_dir() -> Path:
+    """The directory holding the binaries: $GPU2DRA_BIN, else <repo>/.bin."""
+    env = os.environ.get("GPU2DRA_BIN")
+    return Path(env) if env else REPO_ROOT / ".bin"
+
+
+def missing_binaries(
+    bin_dir: Path | None = None, names: Sequence[str] = CONTROL_PLANE_BINARIES
+) -> list[str]:
+    """Names of the binaries that are absent (or not executable) in bin_dir."""
+    directory = bin_dir or find_bin_dir()
+    return [n for n in names if not os.access(directory / n, os.X_OK)]
+
+
+def binaries_present(
+    bin_dir: Path | None = None, names: Sequence[str] = CONTROL_PLANE_BINARIES
+) -> bool:
+    return not missing_binaries(bin_dir, names)
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1 (racy by nature, good enough for tests)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class ControlPlaneError(RuntimeError):
+    pass
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec: if pytest dies hard, take the child with it.
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _write_certificates(pki: Path) -> None:
+    """ca.crt, apiserver.{crt,key} (serving 127.0.0.1) and the service-account key pair."""
+    now = datetime.datetime.now(datetime.UTC)
+    not_before = now - datetime.timedelta(minutes=5)
+    not_after = now + datetime.timedelta(days=1)
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpu2dra-e2e-ca")])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [
+        x509.DNSName(name)
+        for name in (
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        )
+    ]
+    sans += [
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        x509.IPAddress(next(ipaddress.IPv4Network(SERVICE_CLUSTER_IP_RANGE).hosts())),
+    ]
+    server_cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(server_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    files = {
+        "ca.crt": ca_cert.public_bytes(serialization.Encoding.PEM),
+        "apiserver.crt": server_cert.public_bytes(serialization.Encoding.PEM),
+        "apiserver.key": _pem_key(server_key),
+        "sa.key": _pem_key(sa_key),
+        "sa.pub": sa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ),
+    }
+    for name, data in files.items():
+        (pki / name).write_bytes(data)
+        (pki / name).chmod(0o600)
+
+
+class ControlPlane:
+    """etcd + kube-apiserver + kube-controller-manager + kube-scheduler in work_dir.
+
+    Use as a context manager, or call start() and stop(). Logs go to work_dir/logs.
+    """
+
+    def __init__(self, bin_dir: Path, work_dir: Path, *, start_timeout: float = 120.0) -> None:
+        self.bin_dir = bin_dir
+        self.work_dir = work_dir
+        self.start_timeout = start_timeout
+        self._pki = work_dir / "pki"
+        self._log_dir = work_dir / "logs"
+        self._kubeconfig = work_dir / "admin.kubeconfig"
+        self._admin_token = secrets.token_hex(16)
+        self._apiserver_port = 0
+        self._etcd_url = ""
+        self._component_tokens = {
+            "kube-controller-manager": secrets.token_hex(16),
+            "kube-scheduler": secrets.token_hex(16),
+        }
+        self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    @property
+    def kubeconfig(self) -> Path:
+        """Admin kubeconfig (user in system:masters)."""
+        return self._kubeconfig
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self._apiserver_port}"
+
+    @property
+    def log_dir(self) -> Path:
+        """One <component>.log per process."""
+        return self._log_dir
+
+    @property
+    def ca_file(self) -> Path:
+        """The CA that signed the apiserver's serving certificate."""
+        return self._pki / "ca.crt"
+
+    def api_client(self) -> client.ApiClient:
+        """A kubernetes.client.ApiClient for the admin kubeconfig (close it when done)."""
+        api = config.new_client_from_config(config_file=str(self._kubeconfig))
+        assert isinstance(api, client.ApiClient)
+        return api
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- start ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        missing = missing_binaries(self.bin_dir)
+        if missing:
+            raise ControlPlaneError(
+                f"missing {', '.join(missing)} in {self.bin_dir}: run {BUILD_HINT}"
+            )
+        for directory in (self._pki, self._log_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        _write_certificates(self._pki)
+        try:
+            self._start_etcd()
+            self._start_apiserver()
+            self._start_controller_manager()
+            self._start_scheduler()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_etcd(self) -> None:
+        client_url = f"http://127.0.0.1:{free_port()}"
+        peer_url = f"http://127.0.0.1:{free_port()}"
+        self._etcd_url = client_url
+        self._spawn(
+            "etcd",
+            [
+                f"--data-dir={self.work_dir / 'etcd'}",
+                f"--listen-client-urls={client_url}",
+                f"--advertise-client-urls={client_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=default={peer_url}",
+                "--unsafe-no-fsync=true",
+            ],
+        )
+        self._wait_http("etcd", f"{client_url}/health", lambda body: b'"true"' in body)
+
+    def _start_apiserver(self) -> None:
+        self._apiserver_port = free_port()
+        tokens = self.work_dir / "tokens.csv"
+        lines = [f'{self._admin_token},admin,admin,"system:masters"']
+        lines += [
+            f"{token},system:{name},system:{name}" for name, token in self._component_tokens.items()
+        ]
+        tokens.write_text("\n".join(lines) + "\n")
+        tokens.chmod(0o600)
+        self._write_kubeconfig(self._kubeconfig, "admin", self._admin_token)
+
+        pki = self._pki
+        self._spawn(
+            "kube-apiserver",
+            [
+                f"--etcd-servers={self._etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self._apiserver_port}",
+                f"--cert-dir={pki}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=Node,RBAC",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--allow-privileged=true",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                # The "kubernetes" Service would get 127.0.0.1 as its endpoint, which
+                # Endpoints validation rejects (loopback), so skip the reconciler.
+                "--endpoint-reconciler-type=none",
+            ],
+        )
+        self._wait_http(
+            "kube-apiserver",
+            f"{self.server}/readyz",
+            lambda body: body.strip() == b"ok",
+            context=ssl.create_default_context(cafile=str(self.ca_file)),
+            token=self._admin_token,
+        )
+
+    def _start_controller_manager(self) -> None:
+        kubeconfig = self.work_dir / "kube-controller-manager.kubeconfig"
+        name = "kube-controller-manager"
+        self._write_kubeconfig(kubeconfig, name, self._component_tokens[name])
+        port = free_port()
+        controllers = ",".join(["*", *(f"-{c}" for c in DISABLED_CONTROLLERS)])
+        self._spawn(
+            name,
+            [
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.work_dir / name}",
+                "--leader-elect=false",
+                f"--controllers={controllers}",
+                f"--service-account-private-key-file={self._pki / 'sa.key'}",
+                f"--root-ca-file={self.ca_file}",
+                "--use-service-account-credentials=true",
+            ],
+        )
+        self._wait_http(name, f"https://127.0.0.1:{port}/healthz", lambda b: b.strip() == b"ok")
+        # healthz is ok before the controllers run. Pods need their namespace's default
+        # ServiceAccount (ServiceAccount admission), so wait until the controllers made one.
+        self._wait_http(
+            name,
+            f"{self.server}/api/v1/namespaces/default/serviceaccounts/default",
+            lambda body: b'"ServiceAccount"' in body,
+            context=ssl.create_default_context(cafile=str(self.ca_file)),
+            token=self._admin_token,
+        )
+
+    def _start_scheduler(self) -> None:
+        kubeconfig = self.work_dir / "kube-scheduler.kubeconfig"
+        name = "kube-scheduler"
+        self._write_kubeconfig(kubeconfig, name, self._component_tokens[name])
+        port = free_port()
+        self._spawn(
+            name,
+            [
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.work_dir / name}",
+                "--leader-elect=false",
+            ],
+        )
+        self._wait_http(name, f"https://127.0.0.1:{port}/readyz", lambda b: b.strip() == b"ok")
+
+    def _write_kubeconfig(self, path: Path, user: str, token: str) -> None:
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "e2e",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority": str(self.ca_file),
+                    },
+                }
+            ],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": user}}],
+            "current-context": "e2e",
+        }
+        path.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
+        path.chmod(0o600)
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = (self._log_dir / f"{name}.log").open("ab")
+        try:
+            process = subprocess.Popen(
+                [str(self.bin_dir / name), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.work_dir,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        finally:
+            log.close()
+        self._processes.append((name, process))
+
+    def _wait_http(
+        self,
+        name: str,
+        url: str,
+        is_ready: Callable[[bytes], bool],
+        *,
+        context: ssl.SSLContext | None = None,
+        token: str | None = None,
+    ) -> None:
+        """Poll url until is_ready(body) is true, failing early if the process exited."""
+        if context is None and url.startswith("https:"):
+            # KCM and scheduler serve with a self-signed certificate; this is a local probe.
+            context = ssl._create_unverified_context()
+        request = urllib.request.Request(url)
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
+        process = dict(self._processes)[name]
+        deadline = time.monotonic() + self.start_timeout
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise ControlPlaneError(
+                    f"{name} exited with {process.returncode} during startup:\n"
+                    + self._log_tail(name)
+                )
+            try:
+                with urllib.request.urlopen(request, timeout=5, context=context) as response:
+                    body: bytes = response.read()
+                    if is_ready(body):
+                        return
+                    last = body.decode(errors="replace")
+            except urllib.error.HTTPError as error:
+                last = f"HTTP {error.code}: {error.read().decode(errors='replace')[-2000:]}"
+            except (OSError, ssl.SSLError) as error:
+                last = str(error)
+            time.sleep(0.25)
+        raise ControlPlaneError(
+            f"{name} not ready at {url} after {self.start_timeout:.0f}s: {last}\n"
+            + self._log_tail(name)
+        )
+
+    def _log_tail(self, name: str, lines: int = 30) -> str:
+        path = self._log_dir / f"{name}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return f"--- last lines of {path} ---\n" + "\n".join(text.splitlines()[-lines:])
+
+    # -- stop ----------------------------------------------------------------------------
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the processes newest first: SIGTERM, then SIGKILL after timeout.
+
+        One at a time: an apiserver whose etcd is already gone takes ~10 s to shut down.
+        """
+        processes = list(reversed(self._processes))
+        self._processes = []
+        for _, process in processes:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.terminate()
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

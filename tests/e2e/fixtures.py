@@ -1,0 +1,435 @@
+"""Fake NVIDIA GPU capacity and polling helpers for the end-to-end tests.
+
+The objects mimic what the NVIDIA DRA driver (gpu.nvidia.com) publishes: its two DeviceClasses,
+one ResourceSlice pool per node with full GPUs (gpu-<minor>) and static MIG devices
+(gpu-<minor>-mig-<profile without dots>-<GI profile id>-<placement start>). A MIG-enabled GPU
+publishes only its MIG devices, as the driver does. Nodes are plain Node objects made to look
+Ready: there is no kubelet, so pods get scheduled and bound but never run.
+
+Everything here takes a kubernetes.client.ApiClient and works with plain dicts.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+GPU_DRIVER = "gpu.nvidia.com"
+RESOURCE_GROUP = "resource.k8s.io"
+RESOURCE_VERSION = "v1"
+DRIVER_VERSION = "580.82.7"  # semver as the driver publishes it (580.82.07 without leading 0)
+CUDA_DRIVER_VERSION = "13.0.0"
+
+T = TypeVar("T")
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GpuProduct:
+    name: str  # NVML GetName(), spaces kept
+    architecture: str
+    memory_gib: int
+    compute_capability: str  # semver, e.g. "8.0.0"
+    multiprocessors: int
+    brand: str = "Nvidia"
+
+
+A100_SXM4_40GB = GpuProduct("NVIDIA A100-SXM4-40GB", "Ampere", 40, "8.0.0", 108)
+A100_SXM4_80GB = GpuProduct("NVIDIA A100-SXM4-80GB", "Ampere", 80, "8.0.0", 108)
+H100_80GB_HBM3 = GpuProduct("NVIDIA H100 80GB HBM3", "Hopper", 80, "9.0.0", 132)
+
+# nvidia-smi GPU instance profile IDs by slice count ("+me" variants: 20, double-memory 1g: 15).
+_GI_PROFILE_IDS = {1: 19, 2: 14, 3: 9, 4: 5, 7: 0}
+# A100/H100 placements: allowed start slots and memory slots used (of 8), by compute slices.
+_MIG_STARTS = {1: range(7), 2: (0, 2, 4), 3: (0, 4), 4: (0,), 7: (0,)}
+_MIG_SLOTS = {1: 1, 2: 2, 3: 4, 4: 4, 7: 8}
+_MIG_PROFILE = re.compile(r"^(?:\d+c\.)?(\d+)g\.(\d+)gb(\+me)?$")
+
+
+# -- DeviceClasses -----------------------------------------------------------------------------
+
+
+def device_class(name: str, device_type: str) -> Obj:
+    """A DeviceClass like the driver's chart: driver gpu.nvidia.com, attribute type."""
+    expression = (
+        f"device.driver == '{GPU_DRIVER}' && "
+        f"device.attributes['{GPU_DRIVER}'].type == '{device_type}'"
+    )
+    return {
+        "apiVersion": f"{RESOURCE_GROUP}/{RESOURCE_VERSION}",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
+def create_nvidia_device_classes(api: client.ApiClient) -> None:
+    """gpu.nvidia.com (type gpu) and mig.nvidia.com (type mig); fine if they already exist."""
+    for body in (device_class("gpu.nvidia.com", "gpu"), device_class("mig.nvidia.com", "mig")):
+        _create_cluster_object(api, "deviceclasses", body, exist_ok=True)
+
+
+# -- Nodes -------------------------------------------------------------------------------------
+
+
+def create_node(
+    api: client.ApiClient,
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    cpu: str = "64",
+    memory: str = "512Gi",
+    pods: str = "110",
+) -> Obj:
+    """Create a Node and make it schedulable without a kubelet.
+
+    The status (Ready condition, capacity/allocatable) can only be set through the status
+    subresource. The TaintNodesByCondition admission plugin adds a not-ready:NoSchedule taint
+    at creation, which normally the node-lifecycle controller lifts; it is off, so drop it here.
+    """
+    core = client.CoreV1Api(api)
+    node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **(labels or {})}
+    body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node_labels}}
+    core.create_node(client.V1Node.model_validate(body))
+    now = _now()
+    resources = {"cpu": cpu, "memory": memory, "pods": pods}
+    status = {
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "fake node for end-to-end tests",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        ],
+        "addresses": [{"type": "Hostname", "address": name}],
+    }
+    core.patch_node_status(name, {"status": status})
+    node = core.patch_node(name, {"spec": {"taints": None}})
+    return _to_dict(api, node)
+
+
+def delete_node(api: client.ApiClient, name: str) -> None:
+    """Delete the node's gpu.nvidia.com ResourceSlices and the Node."""
+    custom = client.CustomObjectsApi(api)
+    slices = custom.list_cluster_custom_object(
+        RESOURCE_GROUP,
+        RESOURCE_VERSION,
+        "resourceslices",
+        field_selector=f"spec.nodeName={name},spec.driver={GPU_DRIVER}",
+    )
+    for item in slices["items"]:
+        try:
+            custom.delete_cluster_custom_object(
+                RESOURCE_GROUP, RESOURCE_VERSION, "resourceslices", item["metadata"]["name"]
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
+    _ignore_not_found(lambda: client.CoreV1Api(api).delete_node(name))
+
+
+# -- ResourceSlices ----------------------------------------------------------------------------
+
+
+def gpu_devices(
+    node_name: str,
+    product: GpuProduct = A100_SXM4_40GB,
+    gpus: int = 1,
+    mig: Mapping[int, Sequence[str]] | None = None,
+) -> list[Obj]:
+    """The devices of one node: gpu-0 .. gpu-<gpus-1>, except that a GPU listed in mig
+    (minor -> MIG profiles such as ["3g.20gb", "1g.5gb"]) publishes only those MIG devices."""
+    mig = mig or {}
+    unknown = sorted(set(mig) - set(range(gpus)))
+    if unknown:
+        raise ValueError(f"mig layout names GPUs {unknown}, node has {gpus}")
+    devices: list[Obj] = []
+    for minor in range(gpus):
+        gpu_uuid = f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'{node_name}/gpu-{minor}')}"
+        common = {
+            "productName": {"string": product.name},
+            "brand": {"string": product.brand},
+            "architecture": {"string": product.architecture},
+            "cudaComputeCapability": {"version": product.compute_capability},
+            "driverVersion": {"version": DRIVER_VERSION},
+            "cudaDriverVersion": {"version": CUDA_DRIVER_VERSION},
+            "resource.kubernetes.io/pciBusID": {"string": f"0000:{0x10 + minor:02x}:00.0"},
+        }
+        if minor not in mig:
+            devices.append(
+                {
+                    "name": f"gpu-{minor}",
+                    "attributes": {
+                        "type": {"string": "gpu"},
+                        "uuid": {"string": gpu_uuid},
+                        **common,
+                    },
+                    "capacity": {"memory": {"value": f"{product.memory_gib}Gi"}},
+                }
+            )
+            continue
+        layout = [_parse_mig_profile(p, product) for p in mig[minor]]
+        starts = _place_mig([slices for slices, *_ in layout])
+        if starts is None:
+            raise ValueError(f"MIG profiles {list(mig[minor])} do not fit on one GPU")
+        for (slices, memory_gb, gi_profile_id, profile), placement in zip(
+            layout, starts, strict=True
+        ):
+            name = f"gpu-{minor}-mig-{profile.replace('.', '')}-{gi_profile_id}-{placement}"
+            devices.append(
+                {
+                    "name": name,
+                    "attributes": {
+                        "type": {"string": "mig"},
+                        "profile": {"string": profile},
+                        "parentUUID": {"string": gpu_uuid},
+                        "uuid": {"string": f"MIG-{uuid.uuid5(uuid.NAMESPACE_URL, name)}"},
+                        **common,
+                    },
+                    "capacity": {
+                        # MIG memory is a bit under the nominal size: 1g.5gb has 4864 MiB.
+                        "memory": {"value": f"{memory_gb * 1024 * 95 // 100}Mi"},
+                        "multiprocessors": {
+                            "value": str(product.multiprocessors // 7 * slices),
+                        },
+                    },
+                }
+            )
+    return devices
+
+
+def gpu_resource_slice(
+    node_name: str,
+    devices: Sequence[Obj],
+    *,
+    owner: Obj | None = None,
+) -> Obj:
+    """One ResourceSlice holding the whole pool of a node, as the driver publishes it."""
+    metadata: Obj = {"generateName": f"{node_name}-{GPU_DRIVER}-"}
+    if owner is not None:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "name": owner["metadata"]["name"],
+                "uid": owner["metadata"]["uid"],
+                "controller": True,
+            }
+        ]
+    return {
+        "apiVersion": f"{RESOURCE_GROUP}/{RESOURCE_VERSION}",
+        "kind": "ResourceSlice",
+        "metadata": metadata,
+        "spec": {
+            "driver": GPU_DRIVER,
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": list(devices),
+        },
+    }
+
+
+def create_gpu_node(
+    api: client.ApiClient,
+    name: str,
+    *,
+    product: GpuProduct = A100_SXM4_40GB,
+    gpus: int = 1,
+    mig: Mapping[int, Sequence[str]] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> tuple[Obj, Obj]:
+    """A Ready Node plus its gpu.nvidia.com ResourceSlice; returns (node, slice)."""
+    node = create_node(api, name, labels=labels)
+    body = gpu_resource_slice(name, gpu_devices(name, product, gpus, mig), owner=node)
+    return node, _create_cluster_object(api, "resourceslices", body)
+
+
+# -- Namespaces, pods, claims ------------------------------------------------------------------
+
+
+def create_namespace(api: client.ApiClient, prefix: str = "e2e-") -> str:
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"generateName": prefix}}
+    created = client.CoreV1Api(api).create_namespace(client.V1Namespace.model_validate(body))
+    assert created.metadata is not None
+    name: str = created.metadata.name
+    return name
+
+
+def delete_namespace(api: client.ApiClient, name: str) -> None:
+    """Delete a namespace without waiting. Pods bound to a kubelet-less node would stay
+    Terminating forever with a grace period, so they are force-deleted first."""
+    core = client.CoreV1Api(api)
+    _ignore_not_found(lambda: core.delete_collection_namespaced_pod(name, grace_period_seconds=0))
+    _ignore_not_found(lambda: core.delete_namespace(name))
+
+
+def wait_for_default_service_account(
+    api: client.ApiClient, namespace: str, timeout: float = 60
+) -> None:
+    """The ServiceAccount admission plugin rejects pods until the controller-manager has
+    created the namespace's default ServiceAccount."""
+    core = client.CoreV1Api(api)
+
+    def exists() -> bool | None:
+        try:
+            core.read_namespaced_service_account("default", namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return True
+
+    wait_for(exists, timeout, f"ServiceAccount {namespace}/default")
+
+
+def wait_for_pod_scheduled(
+    api: client.ApiClient, namespace: str, name: str, timeout: float = 60
+) -> Obj:
+    """Wait until the scheduler has bound the pod (spec.nodeName set); returns the pod."""
+    core = client.CoreV1Api(api)
+    last: Obj = {}
+
+    def bound() -> Obj | None:
+        nonlocal last
+        last = _to_dict(api, core.read_namespaced_pod(name, namespace))
+        return last if last["spec"].get("nodeName") else None
+
+    def describe() -> str:
+        conditions = last.get("status", {}).get("conditions", [])
+        scheduled = [c for c in conditions if c.get("type") == "PodScheduled"]
+        detail = scheduled[0].get("message", "") if scheduled else "no PodScheduled condition"
+        return f"pod {namespace}/{name} to be scheduled ({detail})"
+
+    return wait_for(bound, timeout, describe)
+
+
+def pod_resource_claims(api: client.ApiClient, pod: Obj) -> list[Obj]:
+    """The ResourceClaims a pod uses: named in spec.resourceClaims, generated from templates
+    (status.resourceClaimStatuses) or made by the scheduler for extended resources."""
+    namespace = pod["metadata"]["namespace"]
+    status = pod.get("status", {})
+    names = [
+        c["resourceClaimName"]
+        for c in pod["spec"].get("resourceClaims", [])
+        if c.get("resourceClaimName")
+    ]
+    names += [
+        c["resourceClaimName"]
+        for c in status.get("resourceClaimStatuses", [])
+        if c.get("resourceClaimName")
+    ]
+    extended = status.get("extendedResourceClaimStatus") or {}
+    if extended.get("resourceClaimName"):
+        names.append(extended["resourceClaimName"])
+    custom = client.CustomObjectsApi(api)
+    return [
+        cast(
+            Obj,
+            custom.get_namespaced_custom_object(
+                RESOURCE_GROUP, RESOURCE_VERSION, namespace, "resourceclaims", claim
+            ),
+        )
+        for claim in names
+    ]
+
+
+def allocated_devices(api: client.ApiClient, pod: Obj) -> list[Obj]:
+    """status.allocation.devices.results of all the pod's claims:
+    [{"request": ..., "driver": ..., "pool": ..., "device": ...}, ...]."""
+    results: list[Obj] = []
+    for claim in pod_resource_claims(api, pod):
+        allocation = claim.get("status", {}).get("allocation") or {}
+        results += allocation.get("devices", {}).get("results", [])
+    return results
+
+
+def wait_for(probe: Callable[[], T | None], timeout: float, what: str | Callable[[], str]) -> T:
+    """Call probe until it returns something other than None (or False)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() >= deadline:
+            description = what() if callable(what) else what
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {description}")
+        time.sleep(0.2)
+
+
+# -- internals ---------------------------------------------------------------------------------
+
+
+def _parse_mig_profile(profile: str, product: GpuProduct) -> tuple[int, int, int, str]:
+    """(slices, memory GB, GI profile id, profile) of a profile like "1g.10gb" or "1g.5gb+me"."""
+    match = _MIG_PROFILE.match(profile)
+    if not match or int(match[1]) not in _GI_PROFILE_IDS:
+        raise ValueError(f"not a MIG profile: {profile!r}")
+    slices, memory_gb = int(match[1]), int(match[2])
+    gi_profile_id = _GI_PROFILE_IDS[slices]
+    if match[3]:
+        gi_profile_id = 20
+    elif slices == 1 and memory_gb > product.memory_gib // 8:
+        gi_profile_id = 15  # 1g with two memory slices (1g.10gb on a 40 GB A100)
+    return slices, memory_gb, gi_profile_id, profile
+
+
+def _place_mig(sizes: Sequence[int], used: frozenset[int] = frozenset()) -> list[int] | None:
+    """Placement starts for MIG instances of the given slice counts, in order, or None."""
+    if not sizes:
+        return []
+    size, rest = sizes[0], sizes[1:]
+    for start in _MIG_STARTS[size]:
+        slots = frozenset(range(start, start + _MIG_SLOTS[size]))
+        if slots & used or max(slots) > 7:
+            continue
+        placed = _place_mig(rest, used | slots)
+        if placed is not None:
+            return [start, *placed]
+    return None
+
+
+def _create_cluster_object(
+    api: client.ApiClient, plural: str, body: Obj, *, exist_ok: bool = False
+) -> Obj:
+    custom = client.CustomObjectsApi(api)
+    try:
+        created = custom.create_cluster_custom_object(
+            RESOURCE_GROUP, RESOURCE_VERSION, plural, body
+        )
+    except ApiException as error:
+        if not (exist_ok and error.status == 409):
+            raise
+        created = custom.get_cluster_custom_object(
+            RESOURCE_GROUP, RESOURCE_VERSION, plural, body["metadata"]["name"]
+        )
+    return cast(Obj, created)
+
+
+def _ignore_not_found(call: Callable[[], object]) -> None:
+    try:
+        call()
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def _to_dict(api: client.ApiClient, model: object) -> Obj:
+    """A client model as the API's JSON (camelCase keys), like a webhook sees it."""
+    return cast(Obj, api.sanitize_for_serialization(model))
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

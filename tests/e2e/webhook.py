@@ -1,0 +1,188 @@
+"""gpu2dra as the API server meets it: a real `gpu2dra serve` process, registered through the
+webhook configurations that the Helm chart renders (one source for both)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.controlplane import REPO_ROOT, free_port
+
+CHART = REPO_ROOT / "charts" / "gpu2dra"
+RELEASE_NAMESPACE = "gpu2dra-system"
+Obj = dict[str, Any]
+
+
+def render_chart(helm: Path, *values: str, namespace: str = RELEASE_NAMESPACE) -> list[Obj]:
+    """`helm template` of the chart with `--set` values, as parsed documents."""
+    args = [str(helm), "template", "gpu2dra", str(CHART), "--namespace", namespace]
+    for value in values:
+        args += ["--set", value]
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise AssertionError(f"helm template failed: {done.stderr.strip()}")
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def of_kind(docs: list[Obj], kind: str) -> Obj:
+    (found,) = [d for d in docs if d["kind"] == kind]
+    return found
+
+
+class Webhook:
+    """`python -m app serve` on loopback, with certificates from `gpu2dra certs`."""
+
+    def __init__(self, work_dir: Path, kubeconfig: Path, helm: Path) -> None:
+        self.work_dir, self.kubeconfig, self.helm = work_dir, kubeconfig, helm
+        self.port = free_port()
+        self.certs = work_dir / "certs"
+        self.log = work_dir / "webhook.log"
+        self.policy = work_dir / "policy.yaml"
+        self.process: subprocess.Popen[bytes] | None = None
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "app",
+                "certs",
+                "--service",
+                "gpu2dra",
+                "--namespace",
+                RELEASE_NAMESPACE,
+                "--dns",
+                "localhost",
+                "--ip",
+                "127.0.0.1",
+                "--out",
+                str(self.certs),
+            ],
+            check=True,
+            cwd=REPO_ROOT,
+            capture_output=True,
+        )
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def ca_bundle(self) -> str:
+        return base64.b64encode((self.certs / "ca.crt").read_bytes()).decode()
+
+    def rendered(self, *values: str) -> list[Obj]:
+        """The chart's objects for a webhook reached at this process's URL."""
+        return render_chart(
+            self.helm,
+            f"webhook.url={self.url}",
+            "tls.mode=secret",
+            "tls.secretName=unused",
+            f"tls.caBundle={self.ca_bundle}",
+            *values,
+        )
+
+    def start(self, timeout: float = 60) -> None:
+        policy = of_kind(self.rendered(), "ConfigMap")["data"]["policy.yaml"]
+        self.policy.write_text(policy)
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "app",
+                    "serve",
+                    "--port",
+                    str(self.port),
+                    "--cert",
+                    str(self.certs / "tls.crt"),
+                    "--key",
+                    str(self.certs / "tls.key"),
+                    "--policy",
+                    str(self.policy),
+                    "--namespace",
+                    RELEASE_NAMESPACE,
+                ],
+                cwd=REPO_ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"gpu2dra exited: {self.log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/readyz", context=context, timeout=2):
+                    return
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.2)
+        raise AssertionError(f"gpu2dra not ready in {timeout}s: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> int | None:
+        if self.process is None:
+            return None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        self.process = None
+        return code
+
+
+def register(api: client.ApiClient, docs: list[Obj]) -> None:
+    """Create (or replace) the webhook configurations among `docs`."""
+    admission = client.AdmissionregistrationV1Api(api)
+    calls = {
+        "MutatingWebhookConfiguration": (
+            admission.create_mutating_webhook_configuration,
+            admission.replace_mutating_webhook_configuration,
+        ),
+        "ValidatingWebhookConfiguration": (
+            admission.create_validating_webhook_configuration,
+            admission.replace_validating_webhook_configuration,
+        ),
+    }
+    for doc in docs:
+        if doc["kind"] not in calls:
+            continue
+        create, replace = calls[doc["kind"]]
+        try:
+            create(doc)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+            current = read_webhook_configuration(api, doc["kind"], doc["metadata"]["name"])
+            doc = {
+                **doc,
+                "metadata": {
+                    **doc["metadata"],
+                    "resourceVersion": current["metadata"]["resourceVersion"],
+                },
+            }
+            replace(doc["metadata"]["name"], doc)
+
+
+def read_webhook_configuration(api: client.ApiClient, kind: str, name: str) -> Obj:
+    admission = client.AdmissionregistrationV1Api(api)
+    read = (
+        admission.read_mutating_webhook_configuration
+        if kind == "MutatingWebhookConfiguration"
+        else admission.read_validating_webhook_configuration
+    )
+    return api.sanitize_for_serialization(read(name))  # type: ignore[no-any-return]
