@@ -1,0 +1,214 @@
+"""The chart installed into the real API server: every object accepted, the CA kept across
+upgrades, the webhook configurations removed on uninstall, and RBAC exactly as granted."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.controlplane import ControlPlane
+from tests.e2e.webhook import CHART, RELEASE_NAMESPACE
+
+Obj = dict[str, Any]
+NAME = "gpu2dra"
+
+
+def helm(plane: ControlPlane, *args: str) -> str:
+    done = subprocess.run(
+        [str(plane.bin_dir / "helm"), "--kubeconfig", str(plane.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def webhook_configurations(api: client.ApiClient) -> dict[str, Obj]:
+    admission = client.AdmissionregistrationV1Api(api)
+    found = {}
+    for kind, listed in (
+        ("mutating", admission.list_mutating_webhook_configuration()),
+        ("validating", admission.list_validating_webhook_configuration()),
+    ):
+        for item in listed.items:
+            if item.metadata.name == NAME:
+                found[kind] = api.sanitize_for_serialization(item)
+    return found
+
+
+def tls_secret(api: client.ApiClient) -> Obj:
+    secret = client.CoreV1Api(api).read_namespaced_secret(f"{NAME}-tls", RELEASE_NAMESPACE)
+    return dict(secret.data)
+
+
+@pytest.fixture(scope="module")
+def installed(control_plane: ControlPlane, api_client: client.ApiClient) -> Iterator[None]:
+    helm(
+        control_plane,
+        "install",
+        NAME,
+        str(CHART),
+        "--namespace",
+        RELEASE_NAMESPACE,
+        "--create-namespace",
+    )
+    try:
+        yield
+    finally:
+        helm(control_plane, "uninstall", NAME, "--namespace", RELEASE_NAMESPACE)
+
+
+def test_install_upgrade_uninstall(
+    control_plane: ControlPlane, api_client: client.ApiClient, installed: None
+) -> None:
+    configs = webhook_configurations(api_client)
+    secret = tls_secret(api_client)
+    assert set(configs) == {"mutating", "validating"}
+    for config in configs.values():
+        for hook in config["webhooks"]:
+            assert hook["clientConfig"]["caBundle"] == secret["ca.crt"]
+            assert hook["clientConfig"]["service"]["name"] == NAME
+            assert hook["clientConfig"]["service"]["namespace"] == RELEASE_NAMESPACE
+
+    helm(
+        control_plane,
+        "upgrade",
+        NAME,
+        str(CHART),
+        "--namespace",
+        RELEASE_NAMESPACE,
+        "--set",
+        "replicaCount=3",
+    )
+    assert tls_secret(api_client) == secret, "the upgrade keeps the CA and the certificate"
+    for config in webhook_configurations(api_client).values():
+        assert {h["clientConfig"]["caBundle"] for h in config["webhooks"]} == {secret["ca.crt"]}
+    deployment = client.AppsV1Api(api_client).read_namespaced_deployment(NAME, RELEASE_NAMESPACE)
+    assert deployment.spec.replicas == 3
+
+
+def test_uninstall_removes_the_webhooks(
+    control_plane: ControlPlane, api_client: client.ApiClient
+) -> None:
+    helm(
+        control_plane,
+        "install",
+        "gone",
+        str(CHART),
+        "--namespace",
+        "gpu2dra-gone",
+        "--create-namespace",
+        "--set",
+        "fullnameOverride=gone",
+    )
+    admission = client.AdmissionregistrationV1Api(api_client)
+    admission.read_mutating_webhook_configuration("gone")
+    helm(control_plane, "uninstall", "gone", "--namespace", "gpu2dra-gone")
+    for read in (
+        admission.read_mutating_webhook_configuration,
+        admission.read_validating_webhook_configuration,
+    ):
+        with pytest.raises(ApiException) as err:
+            read("gone")
+        assert err.value.status == 404
+
+
+# What the webhook may do, and nothing more (besides what every authenticated user may).
+GRANTED = {
+    ("", "namespaces", "list"),
+    ("", "namespaces", "watch"),
+    ("resource.k8s.io", "deviceclasses", "list"),
+    ("resource.k8s.io", "deviceclasses", "watch"),
+    ("resource.k8s.io", "resourceclaimtemplates", "get"),
+    ("resource.k8s.io", "resourceclaimtemplates", "list"),
+    ("resource.k8s.io", "resourceclaimtemplates", "watch"),
+    ("resource.k8s.io", "resourceclaimtemplates", "create"),
+    ("resource.k8s.io", "resourceclaims", "get"),
+}
+EVERY_USER = {"selfsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews"}
+
+
+def service_account_client(plane: ControlPlane) -> client.ApiClient:
+    token = subprocess.run(
+        [
+            str(plane.bin_dir / "kubectl"),
+            "--kubeconfig",
+            str(plane.kubeconfig),
+            "create",
+            "token",
+            NAME,
+            "--namespace",
+            RELEASE_NAMESPACE,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    config = client.Configuration()
+    config.host = plane.server
+    config.ssl_ca_cert = str(plane.ca_file)
+    config.api_key = {"authorization": f"Bearer {token}"}
+    return client.ApiClient(config)
+
+
+def test_service_account_can_do_exactly_what_rbac_grants(
+    control_plane: ControlPlane, api_client: client.ApiClient, installed: None, namespace: str
+) -> None:
+    with service_account_client(control_plane) as sa:
+        review = client.AuthorizationV1Api(sa).create_self_subject_rules_review(
+            {"spec": {"namespace": namespace}}
+        )
+        rules = {
+            (group, resource, verb)
+            for rule in review.status.resource_rules
+            for group in rule.api_groups
+            for resource in rule.resources
+            for verb in rule.verbs
+            if resource not in EVERY_USER
+        }
+        assert rules == GRANTED
+
+        resource = client.ResourceV1Api(sa)
+        client.CoreV1Api(sa).list_namespace()
+        resource.list_device_class()
+        resource.list_resource_claim_template_for_all_namespaces()
+        template = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "rbac-check"},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+                        ]
+                    }
+                }
+            },
+        }
+        client.CustomObjectsApi(sa).create_namespaced_custom_object(
+            "resource.k8s.io", "v1", namespace, "resourceclaimtemplates", template
+        )
+        with pytest.raises(ApiException) as missing:
+            resource.read_namespaced_resource_claim("none", namespace)
+        assert missing.value.status == 404  # allowed to look, and nothing is there
+
+        forbidden = [
+            lambda: client.CoreV1Api(sa).list_namespaced_pod(namespace),
+            lambda: client.CoreV1Api(sa).list_namespaced_secret(RELEASE_NAMESPACE),
+            lambda: client.CoreV1Api(sa).patch_namespace(namespace, {"metadata": {}}),
+            lambda: resource.delete_namespaced_resource_claim_template("rbac-check", namespace),
+            lambda: resource.list_namespaced_resource_claim(namespace),
+            lambda: resource.delete_device_class("gpu.nvidia.com"),
+            lambda: resource.list_resource_slice(),
+        ]
+        for call in forbidden:
+            with pytest.raises(ApiException) as err:
+                call()
+            assert err.value.status == 403
