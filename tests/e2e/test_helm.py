@@ -4,7 +4,7 @@ upgrades, the webhook configurations removed on uninstall, and RBAC exactly as g
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -199,7 +199,7 @@ def test_service_account_can_do_exactly_what_rbac_grants(
             resource.read_namespaced_resource_claim("none", namespace)
         assert missing.value.status == 404  # allowed to look, and nothing is there
 
-        forbidden = [
+        forbidden: list[Callable[[], object]] = [
             lambda: client.CoreV1Api(sa).list_namespaced_pod(namespace),
             lambda: client.CoreV1Api(sa).list_namespaced_secret(RELEASE_NAMESPACE),
             lambda: client.CoreV1Api(sa).patch_namespace(namespace, {"metadata": {}}),
