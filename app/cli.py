@@ -67,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--max-body", type=int, default=7 * 1024 * 1024, help="bytes")
     serve.add_argument(
+        "--cert-reload-interval",
+        type=float,
+        default=5.0,
+        help="seconds between checks for renewed certificate files",
+    )
+    serve.add_argument(
         "--no-translate-endpoint", action="store_true", help="turn off POST /translate"
     )
     serve.add_argument("--log-level", default="info")
@@ -138,8 +144,10 @@ def _server(config: Any) -> Any:
     return Server(config)
 
 
-async def _run(server: Any, context: ssl.SSLContext, cert: Path, key: Path) -> None:
-    reloader = asyncio.create_task(reload_certificates(context, cert, key))
+async def _run(
+    server: Any, context: ssl.SSLContext, cert: Path, key: Path, interval: float
+) -> None:
+    reloader = asyncio.create_task(reload_certificates(context, cert, key, interval))
     try:
         await server.serve()
     finally:
@@ -184,7 +192,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     config.load()
     assert config.ssl is not None
-    asyncio.run(_run(_server(config), harden(config.ssl), cert, key))
+    asyncio.run(_run(_server(config), harden(config.ssl), cert, key, args.cert_reload_interval))
     return 0
 
 

