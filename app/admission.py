@@ -28,6 +28,10 @@ class ClusterView(Protocol):
     @property
     def catalog(self) -> Catalog: ...
 
+    @property
+    def ready(self) -> bool:
+        """The caches have synced: namespace modes and the catalog can be trusted."""
+
     def namespace_labels(self, name: str) -> Mapping[str, str] | None: ...
 
     async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
@@ -102,6 +106,8 @@ class Mutator:
             return allowed(uid)
         pod = request.get("object") or {}
         namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace", "")
+        if not cluster.ready:
+            return self.failed(uid, "has not synced its caches yet")
         mode = self.policy.mode_for(cluster.namespace_labels(namespace))
         spec = pod.get("spec")
         if mode == "disabled" or not isinstance(spec, dict):
@@ -120,11 +126,16 @@ class Mutator:
             try:
                 await cluster.ensure_templates(namespace, translation.templates)
             except TemplateError as err:
-                message = f"gpu2dra could not create ResourceClaimTemplates: {err}"
-                if self.policy.on_error == "deny":
-                    return denied(uid, message, code=503)
-                return allowed(uid, [f"{message}; pod admitted unchanged", *translation.warnings])
+                return self.failed(
+                    uid, f"could not create ResourceClaimTemplates: {err}", translation.warnings
+                )
         return patched(uid, patch_ops(spec, translation), translation.warnings)
+
+    def failed(self, uid: str, why: str, warnings: Iterable[str] = ()) -> AdmissionResponse:
+        """gpu2dra could not do its part: admit unchanged with a warning, or deny (onError)."""
+        if self.policy.on_error == "deny":
+            return denied(uid, f"gpu2dra {why}", code=503, warnings=warnings)
+        return allowed(uid, [f"gpu2dra {why}; pod admitted unchanged", *warnings])
 
 
 def describe(spec: Obj, translation: Translation) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import os
 import signal
 import socket
@@ -16,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from app import logs
 from app.catalog import Catalog
 from app.certs import make_certs, service_names
 from app.manifests import (
@@ -75,7 +75,20 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--no-translate-endpoint", action="store_true", help="turn off POST /translate"
     )
+    serve.add_argument(
+        "--deadline",
+        type=float,
+        default=3.0,
+        help="seconds within which every admission request is answered",
+    )
+    serve.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=0.0,
+        help="on SIGTERM, report not-ready this long before stopping (rolling restarts)",
+    )
     serve.add_argument("--log-level", default="info")
+    serve.add_argument("--log-format", choices=("json", "text"), default="json")
 
     tr = sub.add_parser("translate", help="print manifests translated; creates nothing")
     tr.add_argument("-f", "--filename", required=True, help="manifest file, or - for stdin")
@@ -91,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     certs.add_argument("--ip", action="append", default=[], help="extra IP SAN (repeatable)")
     certs.add_argument("--dns", action="append", default=[], help="extra DNS SAN (repeatable)")
     certs.add_argument("--days", type=int, default=365)
+
     return parser
 
 
@@ -124,17 +138,26 @@ def _certs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _server(config: Any) -> Any:
+def _server(config: Any, drain_seconds: float) -> Any:
     import uvicorn
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
-            # uvicorn re-raises SIGTERM after a graceful shutdown, so the process would die of
-            # the signal; a clean stop (in-flight requests finished) should exit 0.
+            # On SIGTERM, first report not-ready for `drain_seconds` so that endpoints stop
+            # sending, then stop accepting and finish what is in flight. uvicorn would re-raise
+            # the signal after shutdown; a clean stop exits 0 instead.
             loop = asyncio.get_running_loop()
+
+            def stop(sig: signal.Signals) -> None:
+                if config.app.state.draining or not drain_seconds:
+                    self.handle_exit(sig, None)
+                    return
+                config.app.state.draining = True
+                loop.call_later(drain_seconds, self.handle_exit, sig, None)
+
             for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, self.handle_exit, sig, None)
+                loop.add_signal_handler(sig, stop, sig)
             try:
                 yield
             finally:
@@ -159,9 +182,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from app.server import Settings, create_app
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s"
-    )
+    logs.configure(args.log_level, args.log_format)
     policy = load_policy(args.policy)
     if args.namespace:
         policy = policy.with_skipped(args.namespace)
@@ -179,6 +200,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_body=args.max_body,
         translate_enabled=not args.no_translate_endpoint,
         api_timeout=args.api_timeout,
+        deadline=args.deadline,
     )
     config = uvicorn.Config(
         create_app(settings),
@@ -192,7 +214,15 @@ def _serve(args: argparse.Namespace) -> int:
     )
     config.load()
     assert config.ssl is not None
-    asyncio.run(_run(_server(config), harden(config.ssl), cert, key, args.cert_reload_interval))
+    asyncio.run(
+        _run(
+            _server(config, args.drain_seconds),
+            harden(config.ssl),
+            cert,
+            key,
+            args.cert_reload_interval,
+        )
+    )
     return 0
 
 

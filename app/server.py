@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,6 +30,7 @@ from app.reviews import (
     AdmissionRequest,
     AdmissionResponse,
     ReviewError,
+    allowed,
     denied,
     parse_review,
     review,
@@ -45,7 +47,8 @@ class Settings:
     offline: bool = False
     max_body: int = 7 * MiB
     translate_enabled: bool = True
-    api_timeout: float = 2.0  # well under the webhook's timeoutSeconds
+    api_timeout: float = 2.0  # each API call on the admission path
+    deadline: float = 3.0  # each admission answer; well under the webhook's timeoutSeconds
 
 
 class Cluster(ClusterView, Protocol):
@@ -84,7 +87,7 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> FastAPI:
         app.state.cluster.stop()
 
     app = FastAPI(title="gpu2dra", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.settings, app.state.metrics = settings, metrics
+    app.state.settings, app.state.metrics, app.state.draining = settings, metrics, False
 
     async def body_of(request: Request) -> bytes:
         length = request.headers.get("content-length", "")
@@ -102,6 +105,7 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> FastAPI:
         endpoint: str,
         request: Request,
         decide: Callable[[AdmissionRequest], Awaitable[AdmissionResponse]],
+        late: Callable[[AdmissionRequest], AdmissionResponse],
     ) -> Response:
         start = time.perf_counter()
         try:
@@ -110,15 +114,33 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> FastAPI:
             metrics.requests.labels(endpoint, "bad-request").inc()
             return PlainTextResponse(f"{err}\n", status_code=400)
         try:
-            response = await decide(adm)
+            response = await asyncio.wait_for(decide(adm), settings.deadline)
+        except TimeoutError:
+            response = late(adm)
         except Exception:
-            log.exception("%s failed", endpoint, extra={"uid": adm["uid"]})
+            log.exception("%s failed", endpoint, extra={"uid": adm["uid"], "endpoint": endpoint})
             response = denied(adm["uid"], "gpu2dra internal error", code=500)
+        elapsed = time.perf_counter() - start
         result = (
             "patched" if "patch" in response else ("allowed" if response["allowed"] else "denied")
         )
         metrics.requests.labels(endpoint, result).inc()
-        metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
+        metrics.latency.labels(endpoint).observe(elapsed)
+        if result != "allowed" or response.get("warnings"):
+            log.info(
+                "%s %s",
+                endpoint,
+                result,
+                extra={
+                    "uid": adm["uid"],
+                    "endpoint": endpoint,
+                    "result": result,
+                    "namespace": adm.get("namespace"),
+                    "kind": adm["kind"].get("kind"),
+                    "operation": adm["operation"],
+                    "ms": round(elapsed * 1000, 3),
+                },
+            )
         return Response(review(response), media_type="application/json")
 
     @app.post("/mutate")
@@ -131,11 +153,18 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> FastAPI:
                 metrics.translations.labels("audit").inc()
             return response
 
-        return await answer("mutate", request, decide)
+        def late(adm: AdmissionRequest) -> AdmissionResponse:
+            return mutator.failed(adm["uid"], f"did not answer within {settings.deadline:g}s")
+
+        return await answer("mutate", request, decide, late)
 
     @app.post("/validate")
     async def validate_(request: Request, cluster: ClusterDep) -> Response:
-        return await answer("validate", request, lambda adm: validate(adm, cluster))
+        def late(adm: AdmissionRequest) -> AdmissionResponse:
+            why = f"gpu2dra could not check DeviceClasses within {settings.deadline:g}s"
+            return allowed(adm["uid"], [why])
+
+        return await answer("validate", request, lambda adm: validate(adm, cluster), late)
 
     @app.post("/translate")
     async def translate_(
@@ -163,7 +192,9 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> FastAPI:
         return PlainTextResponse("ok\n")
 
     @app.get("/readyz")
-    async def readyz(cluster: ClusterDep) -> PlainTextResponse:
+    async def readyz(request: Request, cluster: ClusterDep) -> PlainTextResponse:
+        if request.app.state.draining:
+            return PlainTextResponse("shutting down\n", status_code=503)
         if not cluster.ready:
             return PlainTextResponse("caches not synced\n", status_code=503)
         return PlainTextResponse("ok\n")

@@ -270,7 +270,7 @@ class ControlPlane:
         self._wait_http("etcd", f"{client_url}/health", lambda body: b'"true"' in body)
 
     def _start_apiserver(self) -> None:
-        self._apiserver_port = free_port()
+        self._apiserver_port = self._apiserver_port or free_port()  # the same after a restart
         tokens = self.work_dir / "tokens.csv"
         lines = [f'{self._admin_token},admin,admin,"system:masters"']
         lines += [
@@ -443,6 +443,21 @@ class ControlPlane:
         path = self._log_dir / f"{name}.log"
         text = path.read_text(errors="replace") if path.exists() else ""
         return f"--- last lines of {path} ---\n" + "\n".join(text.splitlines()[-lines:])
+
+    # -- faults --------------------------------------------------------------------------
+
+    def process(self, name: str) -> subprocess.Popen[bytes]:
+        """The running process of one component, to pause (SIGSTOP) or resume (SIGCONT)."""
+        return dict(self._processes)[name]
+
+    def restart_apiserver(self) -> None:
+        """Kill kube-apiserver (every watch breaks) and start it again on the same port.
+        SIGKILL, as in a crash: a graceful stop waits out its long-running requests."""
+        process = self.process("kube-apiserver")
+        process.kill()
+        process.wait()
+        self._processes.remove(("kube-apiserver", process))
+        self._start_apiserver()
 
     # -- stop ----------------------------------------------------------------------------
 

@@ -127,7 +127,7 @@ def test_pod_is_translated_allocated_and_bound(
     gpu_nodes: list[str],
 ) -> None:
     node = add_gpu_node(api_client, gpu_nodes, gpus=4)
-    label(api_client, namespace, "enabled")
+    webhook.set_mode(api_client, namespace, "enabled")
     stored, warnings = create(control_plane, namespace, gpu_pod("train", {"nvidia.com/gpu": 2}))
 
     assert warnings == ""
@@ -156,7 +156,7 @@ def test_deployment_gets_the_device_plugins_capacity(
     gpu_nodes: list[str],
 ) -> None:
     add_gpu_node(api_client, gpu_nodes, gpus=2)
-    label(api_client, namespace, "enabled")
+    webhook.set_mode(api_client, namespace, "enabled")
     labels = {"app": "infer"}
     deployment = {
         "apiVersion": "apps/v1",
@@ -209,7 +209,7 @@ def test_gfd_product_selector_picks_the_product(
 ) -> None:
     add_gpu_node(api_client, gpu_nodes, product=A100_SXM4_40GB, gpus=2)
     h100 = add_gpu_node(api_client, gpu_nodes, product=H100_80GB_HBM3, gpus=2)
-    label(api_client, namespace, "enabled")
+    webhook.set_mode(api_client, namespace, "enabled")
     pod = gpu_pod(
         "h100",
         {"nvidia.com/gpu": 1},
@@ -234,7 +234,7 @@ def test_mig_profile_is_allocated(
         gpus=2,
         mig={0: ["3g.20gb", "2g.10gb", "1g.5gb"], 1: ["1g.10gb", "1g.10gb"]},
     )
-    label(api_client, namespace, "enabled")
+    webhook.set_mode(api_client, namespace, "enabled")
     create(control_plane, namespace, gpu_pod("mig", {"nvidia.com/mig-1g.10gb": 1}))
     wait_for_pod_scheduled(api_client, namespace, "mig")
     (device,) = allocated_devices(api_client, read_pod(api_client, namespace, "mig"))
@@ -250,7 +250,7 @@ def test_namespaces_not_opted_in_are_untouched(
     namespace: str,
     mode: str | None,
 ) -> None:
-    label(api_client, namespace, mode)
+    webhook.set_mode(api_client, namespace, mode)
     stored, warnings = create(control_plane, namespace, gpu_pod("p", {"nvidia.com/gpu": 1}))
     assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert "resourceClaims" not in stored["spec"] and warnings == ""
@@ -262,7 +262,7 @@ def test_audit_namespace_warns_and_stores_unchanged(
     control_plane: ControlPlane,
     namespace: str,
 ) -> None:
-    label(api_client, namespace, "audit")
+    webhook.set_mode(api_client, namespace, "audit")
     stored, warnings = create(control_plane, namespace, gpu_pod("p", {"nvidia.com/gpu": 2}))
     assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
     assert "resourceClaims" not in stored["spec"]
@@ -279,7 +279,7 @@ def test_server_side_dry_run_creates_nothing(
     control_plane: ControlPlane,
     namespace: str,
 ) -> None:
-    label(api_client, namespace, "enabled")
+    webhook.set_mode(api_client, namespace, "enabled")
     shown, _ = create(
         control_plane, namespace, gpu_pod("p", {"nvidia.com/gpu": 1}), "--dry-run=server"
     )
@@ -310,7 +310,7 @@ def test_missing_device_class_is_rejected(
     }
     # Stored while the namespace is not opted in, then the namespace opts in.
     create(control_plane, namespace, template)
-    label(api_client, namespace, "enabled")
+    webhook.set_mode(api_client, namespace, "enabled")
     again = kubectl(
         control_plane,
         "create",
@@ -342,7 +342,7 @@ def test_webhook_down_admits_unchanged_then_resumes(
     control_plane: ControlPlane,
     namespace: str,
 ) -> None:
-    label(api_client, namespace, "enabled")
+    webhook.set_mode(api_client, namespace, "enabled")
     assert webhook.stop() == 0
     try:
         stored, _ = create(control_plane, namespace, gpu_pod("down", {"nvidia.com/gpu": 1}))
@@ -359,7 +359,7 @@ def test_deleted_device_class_stops_translation(
     control_plane: ControlPlane,
     namespace: str,
 ) -> None:
-    label(api_client, namespace, "enabled")
+    webhook.set_mode(api_client, namespace, "enabled")
     custom = client.CustomObjectsApi(api_client)
     custom.delete_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", "mig.nvidia.com")
     try:
@@ -388,7 +388,7 @@ def test_controllers_pods_are_translated(
     control_plane: ControlPlane,
     namespace: str,
 ) -> None:
-    label(api_client, namespace, "enabled")
+    webhook.set_mode(api_client, namespace, "enabled")
     template = {
         "metadata": {"labels": {"app": "w"}},
         "spec": {**gpu_pod("x", {"nvidia.com/gpu": 1})["spec"], "restartPolicy": "Never"},

@@ -4,6 +4,8 @@ webhook configurations that the Helm chart renders (one source for both)."""
 from __future__ import annotations
 
 import base64
+import contextlib
+import json
 import os
 import signal
 import ssl
@@ -93,44 +95,93 @@ class Webhook:
             *values,
         )
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, *args: str, wait_for: str = "/readyz", timeout: float = 60) -> None:
+        """Run `gpu2dra serve` with the chart's policy (and `args`); wait until `wait_for`
+        answers 200."""
         policy = of_kind(self.rendered(), "ConfigMap")["data"]["policy.yaml"]
         self.policy.write_text(policy)
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        command = [
+            sys.executable,
+            "-m",
+            "app",
+            "serve",
+            "--port",
+            str(self.port),
+            "--cert",
+            str(self.certs / "tls.crt"),
+            "--key",
+            str(self.certs / "tls.key"),
+            "--policy",
+            str(self.policy),
+            "--namespace",
+            RELEASE_NAMESPACE,
+            *args,
+        ]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "app",
-                    "serve",
-                    "--port",
-                    str(self.port),
-                    "--cert",
-                    str(self.certs / "tls.crt"),
-                    "--key",
-                    str(self.certs / "tls.key"),
-                    "--policy",
-                    str(self.policy),
-                    "--namespace",
-                    RELEASE_NAMESPACE,
-                ],
-                cwd=REPO_ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
+                command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
             )
-        context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise AssertionError(f"gpu2dra exited: {self.log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/readyz", context=context, timeout=2):
+            with contextlib.suppress(urllib.error.URLError, OSError):
+                if self.get(wait_for)[0] == 200:
                     return
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.2)
+            time.sleep(0.2)
         raise AssertionError(f"gpu2dra not ready in {timeout}s: {self.log.read_text()[-2000:]}")
+
+    @property
+    def context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(f"{self.url}{path}", context=self.context, timeout=5) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+    def post(self, path: str, body: Obj, timeout: float = 10) -> tuple[int, Obj]:
+        """POST JSON to the webhook as the API server would; the status and the answer."""
+        request = urllib.request.Request(
+            f"{self.url}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, context=self.context, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+
+    def set_mode(self, api: client.ApiClient, namespace: str, mode: str | None) -> None:
+        """Label the namespace and wait until this webhook's cache has seen the label."""
+        client.CoreV1Api(api).patch_namespace(
+            namespace, {"metadata": {"labels": {"gpu2dra.io/migration": mode}}}
+        )
+        pod = {
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}
+        }
+        probe = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "probe",
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "operation": "CREATE",
+                "namespace": namespace,
+                "object": pod,
+                "dryRun": True,
+            },
+        }
+        expected = {"enabled": "patch", "audit": "auditAnnotations"}.get(mode or "")
+        deadline = time.monotonic() + 30
+        while True:
+            response = self.post("/mutate", probe)[1]["response"]
+            seen = [key for key in ("patch", "auditAnnotations") if key in response]
+            if seen == ([expected] if expected else []):
+                return
+            assert time.monotonic() < deadline, f"gpu2dra never saw {namespace} as {mode}"
+            time.sleep(0.1)
 
     def stop(self) -> int | None:
         if self.process is None:

@@ -171,6 +171,14 @@ def test_template_failure_admits_unchanged_with_warning(mutate: Mutator) -> None
     assert "could not create ResourceClaimTemplates: 403 Forbidden" in response["warnings"][0]
 
 
+def test_not_synced_denies_when_policy_says_so() -> None:
+    policy = parse_policy({"onError": "deny"})
+    cluster = enabled()
+    cluster.ready = False
+    response = run(Mutator(policy)(request(pod()), cluster))
+    assert response["status"] == {"code": 503, "message": "gpu2dra has not synced its caches yet"}
+
+
 def test_template_failure_denies_when_policy_says_so() -> None:
     policy = parse_policy(
         {"onError": "deny", "mappings": {"nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com"}}}

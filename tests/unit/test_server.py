@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -193,12 +195,59 @@ def test_translate_can_be_turned_off(cluster: FakeCluster) -> None:
 def test_health_ready_and_metrics(client: TestClient, cluster: FakeCluster) -> None:
     assert client.get("/healthz").text == "ok\n"
     assert client.get("/readyz").status_code == 200
-    cluster.ready = False
-    assert client.get("/readyz").status_code == 503
     client.post("/mutate", content=review_body(POD))
     client.post("/mutate", content=b"{")
+    cluster.ready = False
+    assert client.get("/readyz").status_code == 503
     metrics = client.get("/metrics").text
     assert 'gpu2dra_requests_total{endpoint="mutate",result="patched"} 1.0' in metrics
     assert 'gpu2dra_requests_total{endpoint="mutate",result="bad-request"} 1.0' in metrics
     assert 'gpu2dra_translations_total{mode="enabled"} 1.0' in metrics
     assert "gpu2dra_request_seconds_bucket" in metrics
+
+
+def test_draining_is_not_ready(client: TestClient) -> None:
+    client.app.state.draining = True  # type: ignore[attr-defined]
+    response = client.get("/readyz")
+    assert (response.status_code, response.text) == (503, "shutting down\n")
+
+
+def test_not_synced_admits_unchanged(client: TestClient, cluster: FakeCluster) -> None:
+    cluster.ready = False
+    body = client.post("/mutate", content=review_body(POD)).json()["response"]
+    assert body == {
+        "uid": "abc",
+        "allowed": True,
+        "warnings": ["gpu2dra has not synced its caches yet; pod admitted unchanged"],
+    }
+
+
+class SlowCluster(FakeCluster):
+    async def ensure_templates(self, namespace: str, templates: Any) -> None:
+        await asyncio.sleep(10)
+
+    async def template_requests(self, namespace: str, name: str) -> Any:
+        await asyncio.sleep(10)
+
+
+def test_every_answer_comes_within_the_deadline() -> None:
+    cluster = SlowCluster(labels={"ml": {"gpu2dra.io/migration": "enabled"}})
+    settings = Settings(policy=load_policy(None), deadline=0.2)
+    pod = {
+        "spec": {
+            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}],
+            "containers": [{"name": "c"}],
+        }
+    }
+    with TestClient(create_app(settings, cluster)) as client:
+        started = time.perf_counter()
+        mutated = client.post("/mutate", content=review_body(POD)).json()["response"]
+        validated = client.post("/validate", content=review_body(pod)).json()["response"]
+        assert time.perf_counter() - started < 2
+    assert mutated["allowed"] and "patch" not in mutated
+    assert mutated["warnings"] == ["gpu2dra did not answer within 0.2s; pod admitted unchanged"]
+    assert validated == {
+        "uid": "abc",
+        "allowed": True,
+        "warnings": ["gpu2dra could not check DeviceClasses within 0.2s"],
+    }

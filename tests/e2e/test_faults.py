@@ -1,0 +1,249 @@
+"""Faults against the real control plane: an API server that is unreachable, hangs or
+restarts; concurrent creates; templates deleted behind gpu2dra's back; rolling restarts."""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from tests.e2e.controlplane import ControlPlane
+from tests.e2e.fixtures import create_nvidia_device_classes, wait_for
+from tests.e2e.test_webhook import create, gpu_pod, label, templates_in
+from tests.e2e.webhook import Webhook, register
+
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def webhook(
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Webhook]:
+    create_nvidia_device_classes(api_client)
+    hook = Webhook(
+        tmp_path_factory.mktemp("gpu2dra"), control_plane.kubeconfig, control_plane.bin_dir / "helm"
+    )
+    hook.start()
+    register(api_client, hook.rendered())
+    yield hook
+    assert hook.stop() == 0
+
+
+def review(namespace: str, pod: Obj) -> Obj:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "operation": "CREATE",
+            "namespace": namespace,
+            "object": pod,
+        },
+    }
+
+
+def metric(hook: Webhook, line_start: str) -> float:
+    status, text = hook.get("/metrics")
+    assert status == 200
+    total = 0.0
+    for line in text.decode().splitlines():
+        if line.startswith(line_start):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_unreachable_api_server_at_start(control_plane: ControlPlane, tmp_path: Path) -> None:
+    kubeconfig = yaml.safe_load(control_plane.kubeconfig.read_text())
+    kubeconfig["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"  # nothing listens
+    dead = tmp_path / "dead.kubeconfig"
+    dead.write_text(yaml.safe_dump(kubeconfig))
+    hook = Webhook(tmp_path, dead, control_plane.bin_dir / "helm")
+    hook.start("--api-timeout", "1", wait_for="/healthz")
+    try:
+        assert hook.get("/readyz")[0] == 503, "not ready before the caches have synced"
+        started = time.monotonic()
+        status, answer = hook.post("/mutate", review("ml", gpu_pod("p", {"nvidia.com/gpu": 1})))
+        assert time.monotonic() - started < 3
+        assert status == 200
+        response = answer["response"]
+        assert response["allowed"] is True and "patch" not in response
+        assert response["warnings"] == [
+            "gpu2dra has not synced its caches yet; pod admitted unchanged"
+        ]
+        assert hook.get("/healthz")[0] == 200, "alive all along"
+    finally:
+        assert hook.stop() == 0
+
+
+def test_hanging_api_server_mid_run(
+    webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane, namespace: str
+) -> None:
+    webhook.set_mode(api_client, namespace, "enabled")
+    # A request shape whose template does not exist yet: answering needs the API server.
+    pod = gpu_pod("p", {"nvidia.com/gpu": 7})
+    apiserver = control_plane.process("kube-apiserver")
+    apiserver.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        status, answer = webhook.post("/mutate", review(namespace, pod))
+        took = time.monotonic() - started
+    finally:
+        apiserver.send_signal(signal.SIGCONT)
+    assert status == 200 and took < 3.5, f"answered in {took:.1f}s"
+    response = answer["response"]
+    assert response["allowed"] is True and "patch" not in response
+    assert response["warnings"][0].startswith("gpu2dra could not create ResourceClaimTemplates")
+    assert response["warnings"][0].endswith("pod admitted unchanged")
+    # Once the API server answers again, so does translation.
+    stored, _ = create(control_plane, namespace, gpu_pod("after", {"nvidia.com/gpu": 7}))
+    assert stored["spec"]["resourceClaims"][0]["name"] == "main-gpu"
+
+
+def test_caches_recover_after_api_server_restart(
+    webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane, namespace: str
+) -> None:
+    relists = metric(webhook, 'gpu2dra_cache_relists_total{cache="namespaces"}')
+    control_plane.restart_apiserver()
+    label(api_client, namespace, "enabled")  # a change the namespace watch must see
+
+    def translated() -> bool:
+        stored, _ = create(
+            control_plane, namespace, gpu_pod(f"p{uuid.uuid4().hex[:5]}", {"nvidia.com/gpu": 1})
+        )
+        return "resourceClaims" in stored["spec"]
+
+    wait_for(translated, 60, "translation after the API server restarted")
+    assert metric(webhook, 'gpu2dra_cache_relists_total{cache="namespaces"}') > relists
+    assert webhook.get("/readyz")[0] == 200
+
+
+def test_fifty_concurrent_creates_share_one_new_template(
+    webhook: Webhook, api_client: client.ApiClient, namespace: str
+) -> None:
+    webhook.set_mode(api_client, namespace, "enabled")
+    core = client.CoreV1Api(api_client)
+
+    def create_pod(i: int) -> Obj:
+        body = client.V1Pod.model_validate(gpu_pod(f"p{i}", {"nvidia.com/gpu": "3"}))
+        return api_client.sanitize_for_serialization(core.create_namespaced_pod(namespace, body))  # type: ignore[no-any-return]
+
+    with ThreadPoolExecutor(50) as pool:
+        pods = list(pool.map(create_pod, range(50)))
+    (template,) = templates_in(api_client, namespace)
+    for pod in pods:
+        (claim,) = pod["spec"]["resourceClaims"]
+        assert claim["resourceClaimTemplateName"] == template["metadata"]["name"]
+    assert metric(webhook, 'gpu2dra_requests_total{endpoint="mutate",result="denied"}') == 0
+
+
+def test_template_deleted_behind_our_back_is_recreated(
+    webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane, namespace: str
+) -> None:
+    webhook.set_mode(api_client, namespace, "enabled")
+    create(control_plane, namespace, gpu_pod("first", {"nvidia.com/gpu": 5}))
+    (template,) = templates_in(api_client, namespace)
+    name = template["metadata"]["name"]
+    client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
+        "resource.k8s.io", "v1", namespace, "resourceclaimtemplates", name
+    )
+
+    def recreated() -> bool:
+        create(control_plane, namespace, gpu_pod(f"p{uuid.uuid4().hex[:5]}", {"nvidia.com/gpu": 5}))
+        return [t["metadata"]["name"] for t in templates_in(api_client, namespace)] == [name]
+
+    wait_for(recreated, 30, f"template {name} to be created again")
+
+
+def test_rolling_restart_under_load_fails_no_request(
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    namespace: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    helm = control_plane.bin_dir / "helm"
+    replicas = [
+        Webhook(tmp_path_factory.mktemp(f"replica{i}"), control_plane.kubeconfig, helm)
+        for i in range(2)
+    ]
+    drain = ("--drain-seconds", "1")
+    for replica in replicas:
+        replica.start(*drain)
+        replica.set_mode(api_client, namespace, "enabled")
+    body = review(namespace, gpu_pod("p", {"nvidia.com/gpu": 1}))
+    # Endpoints, as kube-proxy sees them: the replicas whose readiness probe passes.
+    ready: list[Webhook] = list(replicas)
+    stop = threading.Event()
+    failures: list[str] = []
+    answered = 0
+
+    def probe() -> None:
+        while not stop.is_set():
+            ready[:] = [r for r in replicas if r.process and _ready(r)]
+            time.sleep(0.05)
+
+    def load() -> None:
+        nonlocal answered
+        turn = 0
+        while not stop.is_set():
+            targets = list(ready)
+            if not targets:
+                failures.append("no replica ready")
+                time.sleep(0.05)
+                continue
+            turn += 1
+            try:
+                status, answer = targets[turn % len(targets)].post("/mutate", body, timeout=5)
+                if status != 200 or "patch" not in answer["response"]:
+                    failures.append(json.dumps(answer)[:300])
+                answered += 1
+            except Exception as err:
+                failures.append(repr(err))
+
+    threads = [threading.Thread(target=probe)] + [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1)
+        for replica in replicas:  # one at a time, as a Deployment's rolling update does
+            assert replica.stop() == 0
+            replica.start(*drain)
+            time.sleep(1)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        for replica in replicas:
+            replica.stop()
+    assert failures == []
+    assert answered > 50
+
+
+def _ready(replica: Webhook) -> bool:
+    try:
+        return replica.get("/readyz")[0] == 200
+    except OSError:
+        return False
+
+
+def test_patches_decode(webhook: Webhook, namespace: str) -> None:
+    # The direct-post helper sees the same answer the API server does.
+    status, answer = webhook.post("/mutate", review(namespace, gpu_pod("p", {"nvidia.com/gpu": 1})))
+    assert status == 200
+    assert "patch" not in answer["response"] or json.loads(
+        base64.b64decode(answer["response"]["patch"])
+    )

@@ -1,0 +1,85 @@
+"""The watch-backed cache: it lists, follows events, and re-lists after a 410 Gone."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from app.cluster import Store
+from app.metrics import Metrics
+
+
+class FakeResponse:
+    def __init__(self, data: bytes = b"", lines: list[Any] = ()) -> None:  # type: ignore[assignment]
+        self.data = data
+        self._lines = [orjson.dumps(line) + b"\n" for line in lines]
+
+    def stream(self, amt: Any = None, decode_content: Any = None) -> Iterator[bytes]:
+        yield from self._lines
+
+    def close(self) -> None:
+        pass
+
+    def release_conn(self) -> None:
+        pass
+
+
+def ns(name: str, version: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": version, "labels": labels}}
+
+
+class FakeApi:
+    """Lists return `listings` in turn; the first watch ends in 410 Gone, later ones stop."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop, self.lists, self.watches = stop, 0, 0
+        self.listings = [[ns("a", "1")], [ns("a", "5", mode="enabled"), ns("b", "6")]]
+
+    def __call__(self, watch: bool = False, **kwargs: Any) -> FakeResponse:
+        if not watch:
+            items = self.listings[min(self.lists, 1)]
+            self.lists += 1
+            return FakeResponse(
+                orjson.dumps({"metadata": {"resourceVersion": "9"}, "items": items})
+            )
+        self.watches += 1
+        if self.watches == 1:
+            return FakeResponse(
+                lines=[
+                    {"type": "ADDED", "object": ns("c", "2")},
+                    {"type": "DELETED", "object": ns("a", "3")},
+                    {
+                        "type": "ERROR",
+                        "object": {"code": 410, "message": "too old resource version"},
+                    },
+                ]
+            )
+        self.stop.set()
+        return FakeResponse(lines=[{"type": "BOOKMARK", "object": {"metadata": {}}}])
+
+
+def test_store_relists_after_gone() -> None:
+    stop = threading.Event()
+    api, metrics = FakeApi(stop), Metrics()
+    store: Store[str, dict[str, str]] = Store(
+        "namespaces",
+        api,
+        lambda o: o["metadata"]["name"],
+        lambda o: o["metadata"]["labels"],
+        metrics,
+        timeout=1,
+    )
+    seen: list[set[str]] = []
+    store._on_change = lambda: seen.append(set(store.items))
+    store.run(stop)
+
+    assert seen[:3] == [{"a"}, {"a", "c"}, {"c"}]  # listed, then followed the events
+    assert store.items == {"a": {"mode": "enabled"}, "b": {}}  # the re-list replaced it all
+    assert api.lists == 2 and store.synced.is_set()
+    relists = metrics.registry.get_sample_value(
+        "gpu2dra_cache_relists_total", {"cache": "namespaces"}
+    )
+    assert relists == 2

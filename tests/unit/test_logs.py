@@ -1,0 +1,47 @@
+"""Logs are JSON lines that carry the request uid and never the object."""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+import pytest
+
+from app.logs import JsonFormatter
+
+
+def test_json_line_with_uid_and_no_extras() -> None:
+    record = logging.LogRecord(
+        "gpu2dra", logging.INFO, __file__, 1, "mutate %s", ("patched",), None
+    )
+    record.uid = "abc"
+    record.namespace = "ml"
+    record.object = {"spec": {"containers": ["secret"]}}  # not a logged field
+    entry = orjson.loads(JsonFormatter().format(record))
+    assert entry["msg"] == "mutate patched"
+    assert entry["uid"] == "abc" and entry["namespace"] == "ml" and entry["level"] == "info"
+    assert "object" not in entry and "secret" not in str(entry)
+    assert entry["time"].endswith("+00:00")
+
+
+def test_exceptions_are_one_json_line() -> None:
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        import sys
+
+        record = logging.LogRecord(
+            "gpu2dra", logging.ERROR, __file__, 1, "failed", (), sys.exc_info()
+        )
+    line = JsonFormatter().format(record)
+    assert "\n" not in line and "RuntimeError: boom" in orjson.loads(line)["error"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_configure(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from app.logs import configure
+
+    configure("info", fmt)
+    logging.getLogger("gpu2dra").info("hello", extra={"uid": "u1"})
+    err = capsys.readouterr().err
+    assert ('"uid":"u1"' in err) == (fmt == "json") and "hello" in err
