@@ -75,7 +75,7 @@ def _memory_range(mib: int) -> str:
 
 
 def _ints(values: Sequence[str]) -> list[int] | None:
-    if values and all(v.isdigit() and len(v) <= 12 for v in values):
+    if values and all(v.isascii() and v.isdigit() and len(v) <= 12 for v in values):
         return [int(v) for v in values]
     return None
 

@@ -256,8 +256,20 @@ def _reads_visible_devices(container: Obj) -> bool:
         isinstance(e, dict) and e.get("name") == "NVIDIA_VISIBLE_DEVICES" for e in env
     ):
         return True
-    words = [*(container.get("command") or []), *(container.get("args") or [])]
+    words = [w for f in ("command", "args") if isinstance(ws := container.get(f), list) for w in ws]
     return any(isinstance(w, str) and "NVIDIA_VISIBLE_DEVICES" in w for w in words)
+
+
+def _claim_names_in_use(spec: Obj, pod_claims: list[Any]) -> set[str]:
+    """The pod's claim names and every name its containers refer to: a dangling reference
+    must stay dangling (and the pod invalid), not start to share a claim of ours."""
+    entries = list(pod_claims)
+    for _, _, container in _containers(spec):
+        resources = container.get("resources")
+        claims = resources.get("claims") if isinstance(resources, dict) else None
+        if isinstance(claims, list):
+            entries.extend(claims)
+    return {e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)}
 
 
 def _unchanged(spec: Obj, warnings: list[str]) -> Translation:
@@ -307,9 +319,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
             request_name(lg.resource), lg.mapping.device_class, lg.count, lg.selectors + node
         )
 
-    taken = {
-        c["name"] for c in pod_claims if isinstance(c, dict) and isinstance(c.get("name"), str)
-    }
+    taken = _claim_names_in_use(spec, pod_claims)
     new_claims: list[_Claim] = []
     app_claims: list[_Claim] = []
     claims_of: dict[tuple[str, int], list[str]] = {}
@@ -325,6 +335,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
                     for c in app_claims
                     if c.request.selectors == req.selectors
                     and c.request.device_class == req.device_class
+                    and c.name not in names  # each device of the container counts once
                 ]
                 if (cover := _cover(req.count, shape)) is not None:
                     names.extend(c.name for c in cover)
