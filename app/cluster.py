@@ -81,6 +81,7 @@ class Store(Generic[K, V]):
 
     def _relist(self) -> str:
         self._metrics.cache_relists.labels(self.name).inc()
+        self._metrics.api_calls.labels("list", self.name).inc()
         resp = self._list(_preload_content=False, _request_timeout=self._timeout)
         body = orjson.loads(resp.data)
         self.items = {self._key(o): self._value(o) for o in body.get("items") or []}
@@ -92,6 +93,7 @@ class Store(Generic[K, V]):
 
     def _watch(self, version: str, stop: threading.Event) -> None:
         while not stop.is_set():
+            self._metrics.api_calls.labels("watch", self.name).inc()
             resp = self._list(
                 watch=True,
                 resource_version=version,
@@ -225,6 +227,7 @@ class LiveCluster:
 
     def _create(self, namespace: str, template: Obj) -> None:
         body = {**template, "metadata": {**template["metadata"], "namespace": namespace}}
+        self._metrics.api_calls.labels("create", "resourceclaimtemplates").inc()
         try:
             self._resource.create_namespaced_resource_claim_template(
                 namespace, body, _request_timeout=self._timeout
@@ -242,17 +245,21 @@ class LiveCluster:
         if found is not None:
             return found
         # Not in the cache: perhaps created a moment ago (by our own mutating webhook).
-        obj = await self._read(
-            self._resource.read_namespaced_resource_claim_template, name, namespace
-        )
+        read = self._resource.read_namespaced_resource_claim_template
+        obj = await self._read(read, name, namespace, "resourceclaimtemplates")
         return None if obj is None else requests_of((obj.get("spec") or {}).get("spec"))
 
     async def claim_requests(self, namespace: str, name: str) -> list[Request] | None:
-        obj = await self._read(self._resource.read_namespaced_resource_claim, name, namespace)
+        obj = await self._read(
+            self._resource.read_namespaced_resource_claim, name, namespace, "resourceclaims"
+        )
         return None if obj is None else requests_of(obj.get("spec"))
 
-    async def _read(self, read: Callable[..., Any], name: str, namespace: str) -> Obj | None:
+    async def _read(
+        self, read: Callable[..., Any], name: str, namespace: str, resource: str
+    ) -> Obj | None:
         def get() -> Obj | None:
+            self._metrics.api_calls.labels("get", resource).inc()
             try:
                 resp = read(name, namespace, _preload_content=False, _request_timeout=self._timeout)
             except ApiException as err:

@@ -41,6 +41,12 @@ class Metrics:
         self.template_errors = Counter(
             "gpu2dra_template_errors", "Failures to make sure of a template.", registry=r
         )
+        self.api_calls = Counter(
+            "gpu2dra_api_calls",
+            "Calls to the API server, by verb and resource.",
+            ["verb", "resource"],
+            registry=r,
+        )
         self.cache_synced = Gauge(
             "gpu2dra_cache_synced", "1 when a watch cache has synced.", ["cache"], registry=r
         )

@@ -1,0 +1,347 @@
+"""gpu2dra beside the floor: the same uvicorn settings, one pinned CPU core, TLS, keep-alive.
+
+    bash tests/bench/run.sh          (installs wrk and hey, then runs this)
+
+Prints one table: requests/s, p50, p99, ratio to the floor, RSS before and after, and the API
+calls the webhook made while under load (must be 0 once its caches are warm). Not a test: the
+figures depend on the machine; the README shows the latest run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from app.certs import make_certs
+from tests.bench import payloads
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER_CPU, LOAD_CPU = "0", "1"
+POST_LUA = """\
+local f = io.open(os.getenv("BODY"), "rb"); wrk.body = f:read("*a"); f:close()
+wrk.method = "POST"; wrk.headers["Content-Type"] = "application/json"
+"""
+
+
+@dataclass
+class Row:
+    name: str
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    floor_rps: float | None = None
+    rss: str = ""
+
+    def cells(self) -> list[str]:
+        ratio = f"{self.rps / self.floor_rps:.0%}" if self.floor_rps else "-"
+        return [
+            self.name,
+            f"{self.rps:,.0f}",
+            f"{self.p50_ms:.2f}",
+            f"{self.p99_ms:.2f}",
+            ratio,
+            self.rss,
+        ]
+
+
+def pinned(cpu: str, *command: str) -> list[str]:
+    return ["taskset", "-c", cpu, *command] if shutil.which("taskset") else list(command)
+
+
+def _ms(text: str) -> float:
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def wrk(url: str, body: Path, seconds: int, work: Path, connections: int = 16) -> Row:
+    script = work / "post.lua"
+    script.write_text(POST_LUA)
+    out = subprocess.run(
+        pinned(
+            LOAD_CPU,
+            "wrk",
+            "-t1",
+            f"-c{connections}",
+            f"-d{seconds}s",
+            "--latency",
+            "-s",
+            str(script),
+            url,
+        ),
+        env={**os.environ, "BODY": str(body)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = _ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    if "Non-2xx" in out or "Socket errors" in out:
+        raise SystemExit(f"wrk saw errors against {url}:\n{out}")
+    return Row("", rps, p50, p99)
+
+
+def hey(url: str, body: Path, rate: float, seconds: int, workers: int = 8) -> Row:
+    """Open-loop-ish load at a fixed total rate: latency when not saturated."""
+    out = subprocess.run(
+        pinned(
+            LOAD_CPU,
+            "hey",
+            "-z",
+            f"{seconds}s",
+            "-c",
+            str(workers),
+            "-q",
+            f"{rate / workers:.1f}",
+            "-m",
+            "POST",
+            "-T",
+            "application/json",
+            "-D",
+            str(body),
+            url,
+        ),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = float(re.search(r"50% in ([\d.]+) secs", out).group(1)) * 1000  # type: ignore[union-attr]
+    p99 = float(re.search(r"99% in ([\d.]+) secs", out).group(1)) * 1000  # type: ignore[union-attr]
+    if re.search(r"\[(?!200)\d{3}\]", out):
+        raise SystemExit(f"hey saw non-200 answers:\n{out}")
+    return Row("", rps, p50, p99)
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def wait_up(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    import ssl
+
+    context = ssl._create_unverified_context()  # a local probe; wrk does not verify either
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{url}: the server exited")
+        try:
+            urllib.request.urlopen(url, context=context, timeout=2).read()
+            return
+        except urllib.error.HTTPError:
+            return  # it answers
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"{url} did not come up")
+
+
+def metrics_total(url: str, pattern: str) -> float:
+    import ssl
+
+    text = urllib.request.urlopen(url, context=ssl._create_unverified_context()).read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if re.match(pattern, line)
+    )
+
+
+@contextmanager
+def serving(
+    command: list[str],
+    url: str,
+    env: dict[str, str] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(
+        pinned(SERVER_CPU, *command),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_up(url, process)
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@contextmanager
+def cluster(work: Path) -> Iterator[tuple[str | None, str]]:
+    """A real control plane when its binaries are built (so API calls can be counted)."""
+    from tests.e2e.controlplane import ControlPlane, find_bin_dir, missing_binaries
+
+    if missing_binaries(find_bin_dir()):
+        yield None, "offline (no control plane binaries: run tests/k8s/build.sh to count API calls)"
+        return
+    with ControlPlane(find_bin_dir(), work / "plane") as plane:
+        api = plane.api_client()
+        from kubernetes import client
+
+        client.CoreV1Api(api).create_namespace(
+            client.V1Namespace.model_validate(
+                {"metadata": {"name": "ml", "labels": {"gpu2dra.io/migration": "enabled"}}}
+            )
+        )
+        for name in ("gpu.nvidia.com", "mig.nvidia.com"):
+            client.CustomObjectsApi(api).create_cluster_custom_object(
+                "resource.k8s.io",
+                "v1",
+                "deviceclasses",
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "DeviceClass",
+                    "metadata": {"name": name},
+                    "spec": {},
+                },
+            )
+        yield str(plane.kubeconfig), "live (real kube-apiserver 1.35, caches warm)"
+
+
+def translate_cli(work: Path) -> float:
+    docs = []
+    for i in range(10_000):
+        pod = payloads.gpu_pod()
+        pod["metadata"] = {"name": f"p{i}", "namespace": "ml"}
+        docs.append(pod)
+    manifest = work / "10k.yaml"
+    manifest.write_text(yaml.safe_dump_all(docs))
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "app", "translate", "-f", str(manifest)],
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=int, default=10, help="per measurement")
+    parser.add_argument(
+        "--soak", type=int, default=1_000_000, help="requests for the memory check (0 to skip)"
+    )
+    args = parser.parse_args()
+    for tool in ("wrk", "hey"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} is missing: apt-get install wrk hey")
+
+    with tempfile.TemporaryDirectory(prefix="gpu2dra-bench-") as tmp:
+        work = Path(tmp)
+        paths = make_certs(["localhost"], ["127.0.0.1"]).write(work / "certs")
+        tls = ["--ssl-certfile", str(paths["tls.crt"]), "--ssl-keyfile", str(paths["tls.key"])]
+        bodies = {
+            "gpu": payloads.review(payloads.gpu_pod()),
+            "plain": payloads.review(payloads.plain_pod()),
+            "template": payloads.review(
+                payloads.claim_template(), "ResourceClaimTemplate", "resource.k8s.io"
+            ),
+        }
+        files = {}
+        for name, body in bodies.items():
+            files[name] = work / f"{name}.json"
+            files[name].write_bytes(body)
+        policy = work / "policy.yaml"
+        policy.write_text("defaultMode: enabled\n")
+
+        floor_url = "https://127.0.0.1:18443/"
+        uvicorn = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "tests.bench.floor:app",
+            "--port",
+            "18443",
+            "--no-access-log",
+            "--log-level",
+            "warning",
+            *tls,
+        ]
+        with serving(uvicorn, floor_url):
+            wrk(floor_url, files["gpu"], 2, work)  # warm-up
+            floor = wrk(floor_url, files["gpu"], args.seconds, work)
+            floor.name = "floor: bare ASGI app, parse + allowed"
+
+        with cluster(work) as (kubeconfig, mode):
+            env = {**os.environ}
+            command = [
+                sys.executable,
+                "-m",
+                "app",
+                "serve",
+                "--port",
+                "18444",
+                "--cert",
+                str(paths["tls.crt"]),
+                "--key",
+                str(paths["tls.key"]),
+                "--policy",
+                str(policy),
+                "--log-level",
+                "warning",
+            ]
+            if kubeconfig:
+                env["KUBECONFIG"] = kubeconfig
+            else:
+                command.append("--offline")
+            base = "https://127.0.0.1:18444"
+            with serving(command, f"{base}/readyz", env) as hook:
+                rows = [floor]
+                wrk(f"{base}/mutate", files["gpu"], 2, work)  # warm-up: creates the template
+                calls = f"{base}/metrics"
+                hot = r'gpu2dra_api_calls_total\{resource="resourceclaim\w*",verb="(create|get)"\}'
+                before = metrics_total(calls, hot)
+                rss_start = rss_mib(hook.pid)
+                for name, path, label in [
+                    ("gpu", "/mutate", "/mutate, GPU pod (translated)"),
+                    ("plain", "/mutate", "/mutate, pod without GPUs"),
+                    ("template", "/validate", "/validate, ResourceClaimTemplate"),
+                ]:
+                    row = wrk(f"{base}{path}", files[name], args.seconds, work)
+                    row.name, row.floor_rps = label, floor.rps
+                    rows.append(row)
+                half = hey(f"{base}/mutate", files["gpu"], floor.rps / 2, args.seconds)
+                half.name, half.floor_rps = "/mutate, GPU pod, at half the floor's rate", floor.rps
+                rows.append(half)
+                api_calls = metrics_total(calls, hot) - before
+                if args.soak:
+                    rate = rows[1].rps
+                    soak = wrk(f"{base}/mutate", files["gpu"], max(10, int(args.soak / rate)), work)
+                    soak.name, soak.floor_rps = f"soak: ~{args.soak:,} GPU pods", floor.rps
+                    soak.rss = f"{rss_start:.0f} -> {rss_mib(hook.pid):.0f} MiB"
+                    rows.append(soak)
+                api_calls_total = metrics_total(calls, hot) - before
+
+    print(
+        f"\ngpu2dra {mode}; server on CPU {SERVER_CPU}, load on CPU {LOAD_CPU}, TLS, keep-alive\n"
+    )
+    header = ["", "req/s", "p50 ms", "p99 ms", "of floor", "RSS"]
+    table = [header, ["---"] * len(header)] + [r.cells() for r in rows]
+    for line in table:
+        print("| " + " | ".join(line) + " |")
+    print(
+        f"\nAPI calls on the admission path under load: {api_calls:.0f} "
+        f"(with the soak: {api_calls_total:.0f})"
+    )
+    print(f"gpu2dra translate, 10,000 documents: {translate_cli(Path(tempfile.mkdtemp())):.2f} s")
+
+
+if __name__ == "__main__":
+    main()
