@@ -71,7 +71,10 @@ class Policy:
     skip_namespaces: frozenset[str] = frozenset({"kube-system"})
     device_classes: tuple[str, ...] = ("gpu.nvidia.com", "mig.nvidia.com")
     _exact: dict[str, ResourceMapping] = field(init=False, repr=False, compare=False)
-    _prefixes: tuple[ResourceMapping, ...] = field(init=False, repr=False, compare=False)
+    _prefixes: tuple[tuple[str, ResourceMapping], ...] = field(
+        init=False, repr=False, compare=False
+    )
+    _any_prefix: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         exact = {m.resource: m for m in self.mappings if not m.is_pattern}
@@ -80,15 +83,17 @@ class Policy:
             (m for m in self.mappings if m.is_pattern), key=lambda m: -len(m.resource)
         )
         object.__setattr__(self, "_exact", exact)
-        object.__setattr__(self, "_prefixes", tuple(prefixes))
+        object.__setattr__(self, "_prefixes", tuple((m.resource[:-1], m) for m in prefixes))
+        object.__setattr__(self, "_any_prefix", tuple(m.resource[:-1] for m in prefixes))
 
     def mapping_for(self, resource: str) -> tuple[ResourceMapping, str] | None:
         """The mapping for `resource` and the text its `*` captured ("" for exact names)."""
         found = self._exact.get(resource)
         if found is not None:
             return found, ""
-        for mapping in self._prefixes:
-            prefix = mapping.resource[:-1]
+        if not resource.startswith(self._any_prefix):  # cpu, memory, ...: the common case
+            return None
+        for prefix, mapping in self._prefixes:
             if resource.startswith(prefix) and len(resource) > len(prefix):
                 return mapping, resource[len(prefix) :]
         return None

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Protocol
+from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -75,7 +75,113 @@ def get_cluster(request: Request) -> Cluster:
 ClusterDep = Annotated[Cluster, Depends(get_cluster)]
 
 
-def create_app(settings: Settings, cluster: Cluster | None = None) -> FastAPI:
+ASGIReceive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+ASGISend = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+_JSON = [(b"content-type", b"application/json")]
+_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
+
+
+class Admission:
+    """POST /mutate or /validate as a bare ASGI endpoint: on every GPU pod's create path, so
+    it skips the framework's routing, dependency injection and middleware."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        decide: Callable[[AdmissionRequest], Awaitable[AdmissionResponse]],
+        late: Callable[[AdmissionRequest], AdmissionResponse],
+        settings: Settings,
+        metrics: Metrics,
+    ) -> None:
+        self.endpoint, self.decide, self.late = endpoint, decide, late
+        self.deadline, self.max_body = settings.deadline, settings.max_body
+        self.latency = metrics.latency.labels(endpoint)
+        self.results = {
+            r: metrics.requests.labels(endpoint, r)
+            for r in ("patched", "allowed", "denied", "bad-request")
+        }
+
+    async def __call__(
+        self, scope: MutableMapping[str, Any], receive: ASGIReceive, send: ASGISend
+    ) -> None:
+        start = time.perf_counter()
+        body = await self._body(scope, receive)
+        if body is None:
+            return await _answer(send, 413, f"body over {self.max_body} bytes\n".encode(), _TEXT)
+        try:
+            adm = parse_review(body)
+        except ReviewError as err:
+            self.results["bad-request"].inc()
+            return await _answer(send, 400, f"{err}\n".encode(), _TEXT)
+        try:
+            async with asyncio.timeout(self.deadline):
+                response = await self.decide(adm)
+        except TimeoutError:
+            response = self.late(adm)
+        except Exception:
+            log.exception(
+                "%s failed", self.endpoint, extra={"uid": adm["uid"], "endpoint": self.endpoint}
+            )
+            response = denied(adm["uid"], "gpu2dra internal error", code=500)
+        await _answer(send, 200, review(response), _JSON)
+        elapsed = time.perf_counter() - start
+        result = (
+            "patched" if "patch" in response else ("allowed" if response["allowed"] else "denied")
+        )
+        self.results[result].inc()
+        self.latency.observe(elapsed)
+        if result != "allowed" or "warnings" in response:
+            log.info(
+                "%s %s",
+                self.endpoint,
+                result,
+                extra={
+                    "uid": adm["uid"],
+                    "endpoint": self.endpoint,
+                    "result": result,
+                    "namespace": adm.get("namespace"),
+                    "kind": adm["kind"].get("kind"),
+                    "operation": adm["operation"],
+                    "ms": round(elapsed * 1000, 3),
+                },
+            )
+
+    async def _body(self, scope: MutableMapping[str, Any], receive: ASGIReceive) -> bytes | None:
+        """The request body, or None when it is over the cap."""
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
+                return None
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return None
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        return b"".join(chunks)
+
+
+async def _answer(send: ASGISend, status: int, body: bytes, headers: list[Any]) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class App(FastAPI):
+    admission: dict[str, Admission]
+
+    async def __call__(
+        self, scope: MutableMapping[str, Any], receive: ASGIReceive, send: ASGISend
+    ) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            endpoint = self.admission.get(scope["path"])
+            if endpoint is not None:
+                return await endpoint(scope, receive, send)
+        await super().__call__(scope, receive, send)
+
+
+def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
     metrics = Metrics()
     mutator = Mutator(settings.policy)
 
@@ -86,7 +192,7 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> FastAPI:
         yield
         app.state.cluster.stop()
 
-    app = FastAPI(title="gpu2dra", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = App(title="gpu2dra", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings, app.state.metrics, app.state.draining = settings, metrics, False
 
     async def body_of(request: Request) -> bytes:
@@ -101,70 +207,28 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> FastAPI:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def answer(
-        endpoint: str,
-        request: Request,
-        decide: Callable[[AdmissionRequest], Awaitable[AdmissionResponse]],
-        late: Callable[[AdmissionRequest], AdmissionResponse],
-    ) -> Response:
-        start = time.perf_counter()
-        try:
-            adm = parse_review(await body_of(request))
-        except ReviewError as err:
-            metrics.requests.labels(endpoint, "bad-request").inc()
-            return PlainTextResponse(f"{err}\n", status_code=400)
-        try:
-            response = await asyncio.wait_for(decide(adm), settings.deadline)
-        except TimeoutError:
-            response = late(adm)
-        except Exception:
-            log.exception("%s failed", endpoint, extra={"uid": adm["uid"], "endpoint": endpoint})
-            response = denied(adm["uid"], "gpu2dra internal error", code=500)
-        elapsed = time.perf_counter() - start
-        result = (
-            "patched" if "patch" in response else ("allowed" if response["allowed"] else "denied")
-        )
-        metrics.requests.labels(endpoint, result).inc()
-        metrics.latency.labels(endpoint).observe(elapsed)
-        if result != "allowed" or response.get("warnings"):
-            log.info(
-                "%s %s",
-                endpoint,
-                result,
-                extra={
-                    "uid": adm["uid"],
-                    "endpoint": endpoint,
-                    "result": result,
-                    "namespace": adm.get("namespace"),
-                    "kind": adm["kind"].get("kind"),
-                    "operation": adm["operation"],
-                    "ms": round(elapsed * 1000, 3),
-                },
-            )
-        return Response(review(response), media_type="application/json")
+    async def mutate(adm: AdmissionRequest) -> AdmissionResponse:
+        response = await mutator(adm, app.state.cluster)
+        if "patch" in response:
+            metrics.translations.labels("enabled").inc()
+        elif "auditAnnotations" in response:
+            metrics.translations.labels("audit").inc()
+        return response
 
-    @app.post("/mutate")
-    async def mutate(request: Request, cluster: ClusterDep) -> Response:
-        async def decide(adm: AdmissionRequest) -> AdmissionResponse:
-            response = await mutator(adm, cluster)
-            if "patch" in response:
-                metrics.translations.labels("enabled").inc()
-            elif "auditAnnotations" in response:
-                metrics.translations.labels("audit").inc()
-            return response
+    def mutate_late(adm: AdmissionRequest) -> AdmissionResponse:
+        return mutator.failed(adm["uid"], f"did not answer within {settings.deadline:g}s")
 
-        def late(adm: AdmissionRequest) -> AdmissionResponse:
-            return mutator.failed(adm["uid"], f"did not answer within {settings.deadline:g}s")
+    async def validate_(adm: AdmissionRequest) -> AdmissionResponse:
+        return await validate(adm, app.state.cluster)
 
-        return await answer("mutate", request, decide, late)
+    def validate_late(adm: AdmissionRequest) -> AdmissionResponse:
+        why = f"gpu2dra could not check DeviceClasses within {settings.deadline:g}s"
+        return allowed(adm["uid"], [why])
 
-    @app.post("/validate")
-    async def validate_(request: Request, cluster: ClusterDep) -> Response:
-        def late(adm: AdmissionRequest) -> AdmissionResponse:
-            why = f"gpu2dra could not check DeviceClasses within {settings.deadline:g}s"
-            return allowed(adm["uid"], [why])
-
-        return await answer("validate", request, lambda adm: validate(adm, cluster), late)
+    app.admission = {
+        "/mutate": Admission("mutate", mutate, mutate_late, settings, metrics),
+        "/validate": Admission("validate", validate_, validate_late, settings, metrics),
+    }
 
     @app.post("/translate")
     async def translate_(

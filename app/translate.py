@@ -133,11 +133,16 @@ def _is_gpu_resource(name: str) -> bool:
 
 
 def _legacy_requests(
-    where: str, resources: Any, policy: Policy, warn: list[str]
+    field: str, container: Obj, policy: Policy, warn: list[str]
 ) -> list[_Legacy] | None:
     """The mapped legacy resources of one container; None leaves the container as it is."""
+    resources = container.get("resources")
     if not isinstance(resources, dict):
         return None
+
+    def say(why: str) -> None:
+        warn.append(f"{field[:-1]} {container.get('name')!r}: {why}")
+
     limits, requests = resources.get("limits"), resources.get("requests")
     limits = limits if isinstance(limits, dict) else {}
     requests = requests if isinstance(requests, dict) else {}
@@ -148,8 +153,8 @@ def _legacy_requests(
         hit = policy.mapping_for(resource)
         if hit is None or (resource.endswith(".shared") and hit[0].is_pattern):
             if _is_gpu_resource(resource) and resource.endswith(".shared"):
-                warn.append(
-                    f"{where}: {resource} (shared GPU replicas) has no faithful DRA equivalent; "
+                say(
+                    f"{resource} (shared GPU replicas) has no faithful DRA equivalent; "
                     "left as is (map it in the policy to translate it)"
                 )
             continue
@@ -158,33 +163,31 @@ def _legacy_requests(
         if mapping.is_pattern:
             profile = mig_profile(captured)
             if profile is None:
-                warn.append(
-                    f"{where}: {resource} does not name a MIG profile; container left as is"
-                )
+                say(f"{resource} does not name a MIG profile; container left as is")
                 return None
             selectors = tuple(s.replace("{profile}", profile) for s in selectors)
         if resource not in limits:
-            warn.append(
-                f"{where}: {resource} is requested without a limit (extended resources need "
+            say(
+                f"{resource} is requested without a limit (extended resources need "
                 "both, equal); container left as is"
             )
             return None
         count = parse_count(limits[resource])
         if count is None:
-            warn.append(
-                f"{where}: {resource} count {limits[resource]!r} is not a non-negative integer; "
+            say(
+                f"{resource} count {limits[resource]!r} is not a non-negative integer; "
                 "container left as is"
             )
             return None
         if resource in requests and parse_count(requests[resource]) != count:
-            warn.append(
-                f"{where}: {resource} request {requests[resource]!r} differs from its limit "
+            say(
+                f"{resource} request {requests[resource]!r} differs from its limit "
                 f"{limits[resource]!r}; container left as is"
             )
             return None
         if count > MAX_DEVICES_PER_CLAIM:
-            warn.append(
-                f"{where}: {resource}: {count} devices exceed the {MAX_DEVICES_PER_CLAIM} a DRA "
+            say(
+                f"{resource}: {count} devices exceed the {MAX_DEVICES_PER_CLAIM} a DRA "
                 "claim can be allocated; container left as is"
             )
             return None
@@ -281,8 +284,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     warnings: list[str] = []
     legacy: dict[tuple[str, int], tuple[Obj, list[_Legacy]]] = {}
     for field, index, container in _containers(spec):
-        where = f"{field[:-1]} {container.get('name')!r}"
-        found = _legacy_requests(where, container.get("resources"), policy, warnings)
+        found = _legacy_requests(field, container, policy, warnings)
         if found and isinstance(container["resources"].get("claims", []), list):
             legacy[field, index] = container, found
     if not legacy:
