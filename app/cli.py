@@ -105,6 +105,25 @@ def _parser() -> argparse.ArgumentParser:
     certs.add_argument("--dns", action="append", default=[], help="extra DNS SAN (repeatable)")
     certs.add_argument("--days", type=int, default=365)
 
+    # Read-only cluster commands: the current kubeconfig, GETs only.
+    cluster = argparse.ArgumentParser(add_help=False)
+    cluster.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
+    cluster.add_argument(
+        "--policy", type=Path, help="policy file (default: gpu2dra's ConfigMap, else embedded)"
+    )
+    doctor = sub.add_parser("doctor", parents=[cluster], help="check the cluster's DRA readiness")
+    doctor.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    explain = sub.add_parser("explain", parents=[cluster], help="why a GPU pod is in its state")
+    explain.add_argument("kind", choices=("pod",))
+    explain.add_argument("name")
+    explain.add_argument("-n", "--namespace", default="default")
+    report = sub.add_parser(
+        "report", parents=[cluster], help="workloads that still ask for legacy GPU resources"
+    )
+    scope = report.add_mutually_exclusive_group()
+    scope.add_argument("-A", "--all-namespaces", action="store_true")
+    scope.add_argument("-n", "--namespace")
+    report.add_argument("-o", "--output", choices=("table", "json", "csv"), default="table")
     return parser
 
 
@@ -226,9 +245,24 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inspecting(args: argparse.Namespace) -> int:
+    """doctor, explain, report: each module's main(args); a cluster read error is one line."""
+    from importlib import import_module
+
+    from app.inspect import ReadError
+
+    try:
+        return int(import_module(f"app.{args.command}").main(args))
+    except ReadError as err:
+        print(f"gpu2dra: {err}", file=sys.stderr)
+        return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    command = {"serve": _serve, "translate": _translate, "certs": _certs}[args.command]
+    command = {"serve": _serve, "translate": _translate, "certs": _certs}.get(
+        args.command, _inspecting
+    )
     try:
         return command(args)
     except (ManifestError, PolicyError) as err:

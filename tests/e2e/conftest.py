@@ -17,7 +17,13 @@ import pytest
 from kubernetes import client
 
 from tests.e2e.controlplane import BUILD_HINT, ControlPlane, find_bin_dir, missing_binaries
-from tests.e2e.fixtures import create_namespace, delete_namespace, wait_for_default_service_account
+from tests.e2e.fixtures import (
+    create_namespace,
+    delete_namespace,
+    delete_node,
+    wait_for_default_service_account,
+)
+from tests.e2e.webhook import Webhook, running_webhook
 
 LOG_COPY_DIR = Path(__file__).parent / "logs"
 _failed = pytest.StashKey[bool]()
@@ -91,3 +97,22 @@ def namespace(api_client: client.ApiClient) -> Iterator[str]:
     wait_for_default_service_account(api_client, name)
     yield name
     delete_namespace(api_client, name)
+
+
+@pytest.fixture(scope="module")
+def webhook(
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Webhook]:
+    """A real `gpu2dra serve`, registered through the chart's webhook configurations."""
+    yield from running_webhook(control_plane, api_client, tmp_path_factory.mktemp("gpu2dra"))
+
+
+@pytest.fixture
+def gpu_nodes(api_client: client.ApiClient) -> Iterator[list[str]]:
+    """Nodes this test creates (add_gpu_node); removed afterwards so tests share no devices."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        delete_node(api_client, name)

@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import datetime
 import ipaddress
+import json
 import os
 import secrets
 import signal
@@ -25,6 +26,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import yaml
 from cryptography import x509
@@ -33,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes import client, config
 
+Obj = dict[str, Any]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONTROL_PLANE_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 # Everything tests/k8s/build.sh produces; kubectl and helm are for tests that shell out.
@@ -443,6 +446,35 @@ class ControlPlane:
         path = self._log_dir / f"{name}.log"
         text = path.read_text(errors="replace") if path.exists() else ""
         return f"--- last lines of {path} ---\n" + "\n".join(text.splitlines()[-lines:])
+
+    # -- kubectl, as a user would --------------------------------------------------------
+
+    def run_kubectl(
+        self, *args: str, stdin: str | Obj | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """kubectl with the admin kubeconfig; a dict on stdin is sent as JSON."""
+        return subprocess.run(
+            [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self._kubeconfig), *args],
+            input=stdin if stdin is None or isinstance(stdin, str) else json.dumps(stdin),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    def kubectl(self, *args: str, stdin: str | Obj | None = None) -> str:
+        """kubectl that must succeed; its stdout."""
+        done = self.run_kubectl(*args, stdin=stdin)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def create(self, namespace: str, obj: Obj, *extra: str) -> tuple[Obj, str]:
+        """`kubectl create`: the object as stored (or shown, with --dry-run) and the warnings
+        printed."""
+        done = self.run_kubectl(
+            "create", "-n", namespace, "-o", "json", "-f", "-", *extra, stdin=obj
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout), done.stderr
 
     # -- faults --------------------------------------------------------------------------
 

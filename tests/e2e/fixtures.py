@@ -433,3 +433,47 @@ def _to_dict(api: client.ApiClient, model: object) -> Obj:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- Pods, nodes and templates of the scenarios -------------------------------------------------
+
+
+def gpu_pod(name: str, resources: Obj, **spec: Any) -> Obj:
+    """A one-container pod asking for `resources` as limits."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [
+                {"name": "main", "image": "cuda:12", "resources": {"limits": resources}}
+            ],
+            **spec,
+        },
+    }
+
+
+def add_gpu_node(api: client.ApiClient, names: list[str], **kwargs: Any) -> str:
+    """create_gpu_node under a fresh name, recorded in `names` (the gpu_nodes fixture)."""
+    name = f"gpu-{uuid.uuid4().hex[:6]}"
+    create_gpu_node(api, name, **kwargs)
+    names.append(name)
+    return name
+
+
+def label(api: client.ApiClient, namespace: str, mode: str | None) -> None:
+    """Set (or, with None, remove) the namespace's gpu2dra.io/migration label."""
+    client.CoreV1Api(api).patch_namespace(
+        namespace, {"metadata": {"labels": {"gpu2dra.io/migration": mode}}}
+    )
+
+
+def read_pod(api: client.ApiClient, namespace: str, name: str) -> Obj:
+    return _to_dict(api, client.CoreV1Api(api).read_namespaced_pod(name, namespace))
+
+
+def templates_in(api: client.ApiClient, namespace: str) -> list[Obj]:
+    listed = client.CustomObjectsApi(api).list_namespaced_custom_object(
+        RESOURCE_GROUP, RESOURCE_VERSION, namespace, "resourceclaimtemplates"
+    )
+    return cast(list[Obj], listed["items"])

@@ -9,7 +9,6 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,27 +18,10 @@ import yaml
 from kubernetes import client
 
 from tests.e2e.controlplane import ControlPlane
-from tests.e2e.fixtures import create_nvidia_device_classes, wait_for
-from tests.e2e.test_webhook import create, gpu_pod, label, templates_in
-from tests.e2e.webhook import Webhook, register
+from tests.e2e.fixtures import gpu_pod, label, templates_in, wait_for
+from tests.e2e.webhook import Webhook
 
 Obj = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def webhook(
-    control_plane: ControlPlane,
-    api_client: client.ApiClient,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Webhook]:
-    create_nvidia_device_classes(api_client)
-    hook = Webhook(
-        tmp_path_factory.mktemp("gpu2dra"), control_plane.kubeconfig, control_plane.bin_dir / "helm"
-    )
-    hook.start()
-    register(api_client, hook.rendered())
-    yield hook
-    assert hook.stop() == 0
 
 
 def review(namespace: str, pod: Obj) -> Obj:
@@ -110,7 +92,7 @@ def test_hanging_api_server_mid_run(
     assert response["warnings"][0].startswith("gpu2dra could not create ResourceClaimTemplates")
     assert response["warnings"][0].endswith("pod admitted unchanged")
     # Once the API server answers again, so does translation.
-    stored, _ = create(control_plane, namespace, gpu_pod("after", {"nvidia.com/gpu": 7}))
+    stored, _ = control_plane.create(namespace, gpu_pod("after", {"nvidia.com/gpu": 7}))
     assert stored["spec"]["resourceClaims"][0]["name"] == "main-gpu"
 
 
@@ -122,8 +104,8 @@ def test_caches_recover_after_api_server_restart(
     label(api_client, namespace, "enabled")  # a change the namespace watch must see
 
     def translated() -> bool:
-        stored, _ = create(
-            control_plane, namespace, gpu_pod(f"p{uuid.uuid4().hex[:5]}", {"nvidia.com/gpu": 1})
+        stored, _ = control_plane.create(
+            namespace, gpu_pod(f"p{uuid.uuid4().hex[:5]}", {"nvidia.com/gpu": 1})
         )
         return "resourceClaims" in stored["spec"]
 
@@ -155,7 +137,7 @@ def test_template_deleted_behind_our_back_is_recreated(
     webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane, namespace: str
 ) -> None:
     webhook.set_mode(api_client, namespace, "enabled")
-    create(control_plane, namespace, gpu_pod("first", {"nvidia.com/gpu": 5}))
+    control_plane.create(namespace, gpu_pod("first", {"nvidia.com/gpu": 5}))
     (template,) = templates_in(api_client, namespace)
     name = template["metadata"]["name"]
     client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
@@ -163,7 +145,7 @@ def test_template_deleted_behind_our_back_is_recreated(
     )
 
     def recreated() -> bool:
-        create(control_plane, namespace, gpu_pod(f"p{uuid.uuid4().hex[:5]}", {"nvidia.com/gpu": 5}))
+        control_plane.create(namespace, gpu_pod(f"p{uuid.uuid4().hex[:5]}", {"nvidia.com/gpu": 5}))
         return [t["metadata"]["name"] for t in templates_in(api_client, namespace)] == [name]
 
     wait_for(recreated, 30, f"template {name} to be created again")

@@ -3,11 +3,8 @@ controller-manager turns templates into claims, the scheduler allocates devices.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,102 +15,19 @@ from tests.e2e.controlplane import ControlPlane
 from tests.e2e.fixtures import (
     A100_SXM4_40GB,
     H100_80GB_HBM3,
+    add_gpu_node,
     allocated_devices,
-    create_gpu_node,
-    create_nvidia_device_classes,
-    delete_node,
     device_class,
+    gpu_pod,
+    read_pod,
+    templates_in,
     wait_for,
     wait_for_pod_scheduled,
 )
-from tests.e2e.webhook import Webhook, register
+from tests.e2e.webhook import Webhook
 
 Obj = dict[str, Any]
 MODE = "gpu2dra.io/migration"
-
-
-# ---- fixtures ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def webhook(
-    control_plane: ControlPlane,
-    api_client: client.ApiClient,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Webhook]:
-    create_nvidia_device_classes(api_client)
-    hook = Webhook(
-        tmp_path_factory.mktemp("gpu2dra"), control_plane.kubeconfig, control_plane.bin_dir / "helm"
-    )
-    hook.start()
-    register(api_client, hook.rendered())
-    yield hook
-    assert hook.stop() == 0, "SIGTERM must end the webhook cleanly"
-
-
-@pytest.fixture
-def gpu_nodes(api_client: client.ApiClient) -> Iterator[list[str]]:
-    """Nodes this test creates; removed afterwards so tests do not share devices."""
-    names: list[str] = []
-    yield names
-    for name in names:
-        delete_node(api_client, name)
-
-
-def add_gpu_node(api: client.ApiClient, names: list[str], **kwargs: Any) -> str:
-    name = f"gpu-{uuid.uuid4().hex[:6]}"
-    create_gpu_node(api, name, **kwargs)
-    names.append(name)
-    return name
-
-
-def label(api: client.ApiClient, namespace: str, mode: str | None) -> None:
-    client.CoreV1Api(api).patch_namespace(namespace, {"metadata": {"labels": {MODE: mode}}})
-
-
-def gpu_pod(name: str, resources: Obj, **spec: Any) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [
-                {"name": "main", "image": "cuda:12", "resources": {"limits": resources}}
-            ],
-            **spec,
-        },
-    }
-
-
-def kubectl(
-    plane: ControlPlane, *args: str, stdin: Obj | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(plane.bin_dir / "kubectl"), "--kubeconfig", str(plane.kubeconfig), *args],
-        input=None if stdin is None else json.dumps(stdin),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
-def create(plane: ControlPlane, namespace: str, obj: Obj, *extra: str) -> tuple[Obj, str]:
-    """kubectl create, as a user would: the stored object and the warnings printed."""
-    done = kubectl(plane, "create", "-n", namespace, "-o", "json", "-f", "-", *extra, stdin=obj)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout), done.stderr
-
-
-def read_pod(api: client.ApiClient, namespace: str, name: str) -> Obj:
-    pod = client.CoreV1Api(api).read_namespaced_pod(name, namespace)
-    return api.sanitize_for_serialization(pod)  # type: ignore[no-any-return]
-
-
-def templates_in(api: client.ApiClient, namespace: str) -> list[Obj]:
-    listed = client.CustomObjectsApi(api).list_namespaced_custom_object(
-        "resource.k8s.io", "v1", namespace, "resourceclaimtemplates"
-    )
-    return listed["items"]  # type: ignore[no-any-return]
 
 
 # ---- scenarios ---------------------------------------------------------------------------
@@ -128,7 +42,7 @@ def test_pod_is_translated_allocated_and_bound(
 ) -> None:
     node = add_gpu_node(api_client, gpu_nodes, gpus=4)
     webhook.set_mode(api_client, namespace, "enabled")
-    stored, warnings = create(control_plane, namespace, gpu_pod("train", {"nvidia.com/gpu": 2}))
+    stored, warnings = control_plane.create(namespace, gpu_pod("train", {"nvidia.com/gpu": 2}))
 
     assert warnings == ""
     container = stored["spec"]["containers"][0]
@@ -171,7 +85,7 @@ def test_deployment_gets_the_device_plugins_capacity(
             },
         },
     }
-    create(control_plane, namespace, deployment)
+    control_plane.create(namespace, deployment)
     core = client.CoreV1Api(api_client)
 
     def pods() -> list[Obj] | None:
@@ -215,7 +129,7 @@ def test_gfd_product_selector_picks_the_product(
         {"nvidia.com/gpu": 1},
         nodeSelector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
     )
-    stored, _ = create(control_plane, namespace, pod)
+    stored, _ = control_plane.create(namespace, pod)
     assert "nodeSelector" not in stored["spec"], "DRA nodes need not carry GFD labels"
     assert wait_for_pod_scheduled(api_client, namespace, "h100")["spec"]["nodeName"] == h100
 
@@ -235,7 +149,7 @@ def test_mig_profile_is_allocated(
         mig={0: ["3g.20gb", "2g.10gb", "1g.5gb"], 1: ["1g.10gb", "1g.10gb"]},
     )
     webhook.set_mode(api_client, namespace, "enabled")
-    create(control_plane, namespace, gpu_pod("mig", {"nvidia.com/mig-1g.10gb": 1}))
+    control_plane.create(namespace, gpu_pod("mig", {"nvidia.com/mig-1g.10gb": 1}))
     wait_for_pod_scheduled(api_client, namespace, "mig")
     (device,) = allocated_devices(api_client, read_pod(api_client, namespace, "mig"))
     assert device["pool"] == node
@@ -251,7 +165,7 @@ def test_namespaces_not_opted_in_are_untouched(
     mode: str | None,
 ) -> None:
     webhook.set_mode(api_client, namespace, mode)
-    stored, warnings = create(control_plane, namespace, gpu_pod("p", {"nvidia.com/gpu": 1}))
+    stored, warnings = control_plane.create(namespace, gpu_pod("p", {"nvidia.com/gpu": 1}))
     assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert "resourceClaims" not in stored["spec"] and warnings == ""
 
@@ -263,7 +177,7 @@ def test_audit_namespace_warns_and_stores_unchanged(
     namespace: str,
 ) -> None:
     webhook.set_mode(api_client, namespace, "audit")
-    stored, warnings = create(control_plane, namespace, gpu_pod("p", {"nvidia.com/gpu": 2}))
+    stored, warnings = control_plane.create(namespace, gpu_pod("p", {"nvidia.com/gpu": 2}))
     assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
     assert "resourceClaims" not in stored["spec"]
     assert (
@@ -280,8 +194,8 @@ def test_server_side_dry_run_creates_nothing(
     namespace: str,
 ) -> None:
     webhook.set_mode(api_client, namespace, "enabled")
-    shown, _ = create(
-        control_plane, namespace, gpu_pod("p", {"nvidia.com/gpu": 1}), "--dry-run=server"
+    shown, _ = control_plane.create(
+        namespace, gpu_pod("p", {"nvidia.com/gpu": 1}), "--dry-run=server"
     )
     assert shown["spec"]["resourceClaims"][0]["name"] == "main-gpu"
     assert templates_in(api_client, namespace) == []
@@ -309,10 +223,9 @@ def test_missing_device_class_is_rejected(
         },
     }
     # Stored while the namespace is not opted in, then the namespace opts in.
-    create(control_plane, namespace, template)
+    control_plane.create(namespace, template)
     webhook.set_mode(api_client, namespace, "enabled")
-    again = kubectl(
-        control_plane,
+    again = control_plane.run_kubectl(
         "create",
         "-n",
         namespace,
@@ -331,7 +244,7 @@ def test_missing_device_class_is_rejected(
             "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
         },
     }
-    rejected = kubectl(control_plane, "create", "-n", namespace, "-f", "-", stdin=pod)
+    rejected = control_plane.run_kubectl("create", "-n", namespace, "-f", "-", stdin=pod)
     assert rejected.returncode != 0
     assert "claim 'gpu' uses ResourceClaimTemplate 'typo'" in rejected.stderr
 
@@ -345,11 +258,11 @@ def test_webhook_down_admits_unchanged_then_resumes(
     webhook.set_mode(api_client, namespace, "enabled")
     assert webhook.stop() == 0
     try:
-        stored, _ = create(control_plane, namespace, gpu_pod("down", {"nvidia.com/gpu": 1}))
+        stored, _ = control_plane.create(namespace, gpu_pod("down", {"nvidia.com/gpu": 1}))
         assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     finally:
         webhook.start()
-    stored, _ = create(control_plane, namespace, gpu_pod("up", {"nvidia.com/gpu": 1}))
+    stored, _ = control_plane.create(namespace, gpu_pod("up", {"nvidia.com/gpu": 1}))
     assert stored["spec"]["resourceClaims"][0]["name"] == "main-gpu"
 
 
@@ -366,8 +279,8 @@ def test_deleted_device_class_stops_translation(
 
         def untouched() -> tuple[Obj, str] | None:
             name = f"mig-{uuid.uuid4().hex[:5]}"
-            stored, warnings = create(
-                control_plane, namespace, gpu_pod(name, {"nvidia.com/mig-1g.5gb": 1})
+            stored, warnings = control_plane.create(
+                namespace, gpu_pod(name, {"nvidia.com/mig-1g.5gb": 1})
             )
             return (stored, warnings) if "resourceClaims" not in stored["spec"] else None
 
@@ -421,7 +334,7 @@ def test_controllers_pods_are_translated(
         },
     }
     for obj in (job, sts, cron):
-        create(control_plane, namespace, obj)
+        control_plane.create(namespace, obj)
     core = client.CoreV1Api(api_client)
 
     def owners() -> set[str] | None:

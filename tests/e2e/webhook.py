@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +238,33 @@ def read_webhook_configuration(api: client.ApiClient, kind: str, name: str) -> O
         else admission.read_validating_webhook_configuration
     )
     return api.sanitize_for_serialization(read(name))  # type: ignore[no-any-return]
+
+
+def unregister(api: client.ApiClient, name: str = "gpu2dra") -> None:
+    """Delete the webhook configurations named `name` (absent is fine)."""
+    admission = client.AdmissionregistrationV1Api(api)
+    for delete in (
+        admission.delete_mutating_webhook_configuration,
+        admission.delete_validating_webhook_configuration,
+    ):
+        try:
+            delete(name)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+
+
+def running_webhook(plane: Any, api: client.ApiClient, work_dir: Path) -> Iterator[Webhook]:
+    """gpu2dra serving and registered by URL; unregistered afterwards, so that later modules
+    (the Helm tests) can install a release of the same name."""
+    from tests.e2e.fixtures import create_nvidia_device_classes
+
+    create_nvidia_device_classes(api)
+    hook = Webhook(work_dir, plane.kubeconfig, plane.bin_dir / "helm")
+    hook.start()
+    register(api, hook.rendered())
+    try:
+        yield hook
+    finally:
+        unregister(api)
+        assert hook.stop() in (0, None), "SIGTERM must end the webhook cleanly"

@@ -1,0 +1,385 @@
+"""`gpu2dra report`: every workload that still asks for legacy GPU resources, by namespace.
+
+A workload is the controller at the top (Deployment, StatefulSet, DaemonSet, Job, CronJob, a
+custom resource with pod templates) or a bare Pod. For each: the GPUs its pods ask for, the
+templates translation would create and every warning it would give; then a rollout order.
+`gather` reads the cluster (GETs only); `build` is pure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import orjson
+from kubernetes import config
+
+from app.catalog import Catalog
+from app.inspect import RESOURCE, Reader, ReadError, cluster_policy, connect, namespaced
+from app.kube import Obj
+from app.manifests import _is_pod_spec, translate_documents
+from app.policy import MODE_LABEL, Policy
+
+# Built-in kinds whose objects hold pod templates, listed directly; pods last.
+BUILTIN = (
+    ("/apis/apps/v1", "deployments"),
+    ("/apis/apps/v1", "statefulsets"),
+    ("/apis/apps/v1", "daemonsets"),
+    ("/apis/apps/v1", "replicasets"),
+    ("/apis/batch/v1", "cronjobs"),
+    ("/apis/batch/v1", "jobs"),
+    ("/api/v1", "pods"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    namespace: str
+    kind: str
+    name: str
+    replicas: int | None
+    gpus: dict[str, int]  # legacy resource -> devices one pod (or each pod template) needs
+    templates: list[str]  # "name: N x class where ..."
+    warnings: list[str]
+    seen_through: str = ""  # a pod, when the owner itself could not be read
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    name: str
+    mode: str
+    workloads: list[Workload] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> int:
+        return sum(len(w.warnings) for w in self.workloads)
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    namespaces: list[Namespace]
+    rollout: list[str]  # namespaces not enabled yet, the ones that translate cleanly first
+    unreadable: list[str]  # kinds that could not be listed
+
+
+# ---- the pure part -----------------------------------------------------------------------
+
+
+def _pod_specs(node: Any, depth: int = 0) -> Iterator[Obj]:
+    if depth > 64:
+        return
+    if isinstance(node, dict):
+        if _is_pod_spec(node):
+            yield node
+            return
+        for value in node.values():
+            yield from _pod_specs(value, depth + 1)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _pod_specs(value, depth + 1)
+
+
+def _count(value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def legacy_gpus(spec: Obj, policy: Policy) -> dict[str, int]:
+    """Devices one pod needs per legacy resource: max(largest init container, sum of the
+    app containers), as the device plugin hands init containers' GPUs on."""
+
+    def amounts(field_name: str) -> list[dict[str, int]]:
+        out = []
+        for c in spec.get(field_name) or []:
+            res = c.get("resources") if isinstance(c, dict) else None
+            limits = res.get("limits") if isinstance(res, dict) else None
+            out.append(
+                {
+                    r: _count(v)
+                    for r, v in (limits if isinstance(limits, dict) else {}).items()
+                    if policy.mapping_for(r) is not None
+                }
+            )
+        return out
+
+    app: Counter[str] = Counter()
+    for found in amounts("containers"):
+        app.update(found)
+    init: Counter[str] = Counter()
+    for found in amounts("initContainers"):
+        for r, n in found.items():
+            init[r] = max(init[r], n)
+    return {r: max(app[r], init[r]) for r in sorted(set(app) | set(init))}
+
+
+def _replicas(obj: Obj) -> int | None:
+    spec = obj.get("spec") or {}
+    for key in ("replicas", "parallelism"):
+        if isinstance(spec.get(key), int):
+            return int(spec[key])
+    return None
+
+
+def _describe_template(tpl: Obj) -> str:
+    exactly = tpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    where = " && ".join(s["cel"]["expression"] for s in exactly.get("selectors") or [])
+    return f"{tpl['metadata']['name']}: {exactly['count']} x {exactly['deviceClassName']}" + (
+        f" where {where}" if where else ""
+    )
+
+
+def workload_of(
+    obj: Obj, namespace: str, policy: Policy, catalog: Catalog, kind: str, name: str
+) -> Workload | None:
+    """The report row of one object, None when it asks for no legacy GPU resource."""
+    gpus: Counter[str] = Counter()
+    for spec in _pod_specs(obj.get("spec")):
+        gpus.update(legacy_gpus(spec, policy))
+    if not +gpus:
+        return None
+    result = translate_documents([obj], policy, catalog, namespace, "enabled")
+    prefix = "document 1 ("
+    warnings = [w.split("): ", 1)[1] if w.startswith(prefix) else w for w in result.warnings]
+    return Workload(
+        namespace=namespace,
+        kind=kind,
+        name=name,
+        replicas=_replicas(obj),
+        gpus=dict(sorted(gpus.items())),
+        templates=[_describe_template(t) for t in result.templates.values()],
+        warnings=list(dict.fromkeys(warnings)),
+    )
+
+
+def _controller(obj: Obj) -> Obj | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return dict(ref)
+    return None
+
+
+def build(
+    namespaces: list[Obj],
+    objects: list[tuple[str, Obj]],
+    policy: Policy,
+    catalog: Catalog,
+    unreadable: list[str] | None = None,
+) -> Report:
+    """`objects`: (kind, object) of every kind listed, owners before what they own."""
+    uids = {str(o["metadata"].get("uid")) for _, o in objects}
+    rows: dict[str, list[Workload]] = {}
+    seen_owners: set[str] = set()
+    for kind, obj in objects:
+        meta = obj["metadata"]
+        owner = _controller(obj)
+        shown_kind, shown_name, through = kind, str(meta.get("name")), ""
+        if owner is not None:
+            if str(owner.get("uid")) in uids or str(owner.get("uid")) in seen_owners:
+                continue  # reported through its owner
+            seen_owners.add(str(owner.get("uid")))
+            shown_kind, shown_name = str(owner.get("kind")), str(owner.get("name"))
+            through = f"{kind} {meta.get('name')}"
+        ns = str(meta.get("namespace", ""))
+        row = workload_of(obj, ns, policy, catalog, shown_kind, shown_name)
+        if row is not None:
+            if through:
+                row = Workload(**{**asdict(row), "seen_through": through})
+            rows.setdefault(ns, []).append(row)
+    out = []
+    for ns_obj in sorted(namespaces, key=lambda n: n["metadata"]["name"]):
+        name = ns_obj["metadata"]["name"]
+        if name not in rows:
+            continue
+        mode = (
+            "never changed"
+            if name in policy.skip_namespaces
+            else policy.mode_for(ns_obj["metadata"].get("labels"))
+        )
+        workloads = sorted(rows[name], key=lambda w: (w.kind, w.name))
+        out.append(Namespace(name, mode, workloads))
+    return Report(out, rollout_order(out), list(unreadable or []))
+
+
+def rollout_order(namespaces: list[Namespace]) -> list[str]:
+    """Namespaces not enabled yet: clean ones first, then by warnings, then fewer GPUs."""
+
+    def key(n: Namespace) -> tuple[bool, int, int, str]:
+        gpus = sum(sum(w.gpus.values()) for w in n.workloads)
+        return n.warnings > 0, n.warnings, gpus, n.name
+
+    return [n.name for n in sorted(namespaces, key=key) if n.mode in ("disabled", "audit")]
+
+
+# ---- output ------------------------------------------------------------------------------
+
+
+def _gpus(w: Workload) -> str:
+    text = ", ".join(f"{r}={n}" for r, n in w.gpus.items())
+    return text + (f" x{w.replicas}" if w.replicas is not None else "")
+
+
+def render_table(report: Report) -> str:
+    header = ("NAMESPACE", "MODE", "WORKLOAD", "GPUS PER POD", "WARNINGS")
+    rows = [
+        ((n.name, n.mode, f"{w.kind}/{w.name}", _gpus(w), str(len(w.warnings))), w)
+        for n in report.namespaces
+        for w in n.workloads
+    ]
+    widths = [max([len(h), *(len(r[0][i]) for r in rows)]) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(header)).rstrip()]
+    for cells, w in rows:
+        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip())
+        pad = " " * 4
+        if w.seen_through:
+            lines.append(f"{pad}(seen through {w.seen_through})")
+        lines.extend(f"{pad}would create {t}" for t in w.templates)
+        lines.extend(f"{pad}warning: {m}" for m in w.warnings)
+    if not rows:
+        lines = ["no workload asks for legacy GPU resources"]
+    lines += _rollout_lines(report)
+    return "\n".join(lines) + "\n"
+
+
+def _rollout_lines(report: Report) -> list[str]:
+    lines = []
+    by_name = {n.name: n for n in report.namespaces}
+    if report.rollout:
+        lines.append("")
+        lines.append("suggested rollout order (namespaces that translate cleanly first):")
+        for number, name in enumerate(report.rollout, 1):
+            n = by_name[name]
+            issues = f"{n.warnings} warning(s)" if n.warnings else "no warnings"
+            step = "audit" if n.mode == "disabled" else "enabled"  # audit first, then enable
+            lines.append(
+                f"  {number}. {name} ({n.mode}, {len(n.workloads)} workload(s), {issues}): "
+                f"kubectl label namespace {name} {MODE_LABEL}={step} --overwrite"
+            )
+    for kind in report.unreadable:
+        lines.append(f"not listed: {kind}")
+    return lines
+
+
+def render_json(report: Report) -> bytes:
+    return orjson.dumps(asdict(report), option=orjson.OPT_INDENT_2)
+
+
+def render_csv(report: Report) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(
+        ["namespace", "mode", "kind", "name", "replicas", "gpus", "templates", "warnings"]
+    )
+    for n in report.namespaces:
+        for w in n.workloads:
+            writer.writerow(
+                [
+                    n.name,
+                    n.mode,
+                    w.kind,
+                    w.name,
+                    "" if w.replicas is None else w.replicas,
+                    ";".join(f"{r}={c}" for r, c in w.gpus.items()),
+                    ";".join(w.templates),
+                    " | ".join(w.warnings),
+                ]
+            )
+    return out.getvalue()
+
+
+# ---- reading the cluster -----------------------------------------------------------------
+
+
+def _custom_kinds(reader: Reader) -> list[tuple[str, str, str]]:
+    """(api prefix, plural, Kind) of custom resources whose schema embeds containers."""
+    found = []
+    for crd in reader.items("/apis/apiextensions.k8s.io/v1/customresourcedefinitions"):
+        spec = crd.get("spec") or {}
+        versions = [v for v in spec.get("versions") or [] if v.get("served")]
+        version = next((v for v in versions if v.get("storage")), versions[0] if versions else None)
+        if version is None or b'"containers"' not in orjson.dumps(version.get("schema") or {}):
+            continue
+        names = spec.get("names") or {}
+        if spec.get("scope") == "Namespaced":
+            prefix = f"/apis/{spec.get('group')}/{version.get('name')}"
+            found.append((prefix, str(names.get("plural")), str(names.get("kind"))))
+    return found
+
+
+def gather(
+    reader: Reader, namespace: str | None
+) -> tuple[list[Obj], list[tuple[str, Obj]], Catalog, list[str]]:
+    """Namespaces, (kind, object) of every workload kind, the catalog, and what was not
+    readable. A kind that cannot be listed is named, not fatal."""
+    if namespace:
+        ns = reader.find(f"/api/v1/namespaces/{namespace}")
+        if ns is None:
+            raise ReadError(f"namespace {namespace} not found")
+        namespaces = [ns]
+    else:
+        namespaces = reader.items("/api/v1/namespaces")
+    catalog = Catalog.from_objects(reader.items(f"{RESOURCE}/deviceclasses"))
+    unreadable: list[str] = []
+    try:
+        custom = _custom_kinds(reader)
+    except ReadError as err:
+        custom = []
+        unreadable.append(f"custom resources ({err})")
+    kinds = [(p, plural, "") for p, plural in BUILTIN[:-1]] + custom + [(*BUILTIN[-1], "")]
+    objects: list[tuple[str, Obj]] = []
+    for prefix, plural, kind in kinds:
+        try:
+            items = reader.items(namespaced(prefix, plural, namespace))
+        except ReadError as err:
+            unreadable.append(f"{plural} ({err})")
+            continue
+        objects.extend((kind or _kind_of(plural), o) for o in items)
+    return namespaces, objects, catalog, unreadable
+
+
+_KINDS: Mapping[str, str] = {
+    "deployments": "Deployment",
+    "statefulsets": "StatefulSet",
+    "daemonsets": "DaemonSet",
+    "replicasets": "ReplicaSet",
+    "cronjobs": "CronJob",
+    "jobs": "Job",
+    "pods": "Pod",
+}
+
+
+def _kind_of(plural: str) -> str:
+    return _KINDS[plural]
+
+
+def main(args: argparse.Namespace) -> int:
+    reader = connect(args.kubeconfig)
+    policy, _ = cluster_policy(reader, args.policy)
+    namespace = None if args.all_namespaces else (args.namespace or _current_namespace(args))
+    namespaces, objects, catalog, unreadable = gather(reader, namespace)
+    report = build(namespaces, objects, policy, catalog, unreadable)
+    if args.output == "json":
+        sys.stdout.buffer.write(render_json(report) + b"\n")
+    elif args.output == "csv":
+        sys.stdout.write(render_csv(report))
+    else:
+        sys.stdout.write(render_table(report))
+    return 0
+
+
+def _current_namespace(args: argparse.Namespace) -> str:
+    """The kubeconfig context's namespace, like kubectl; `default` without one."""
+    try:
+        _, context = config.list_kube_config_contexts(
+            config_file=str(args.kubeconfig) if args.kubeconfig else None
+        )
+    except (config.ConfigException, OSError):
+        return "default"
+    return str((context or {}).get("context", {}).get("namespace") or "default")

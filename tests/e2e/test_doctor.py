@@ -1,0 +1,310 @@
+"""`gpu2dra doctor` against the real control plane: every check's PASS, WARN and FAIL."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from app.certs import make_certs
+from tests.e2e.controlplane import ControlPlane, find_bin_dir
+from tests.e2e.fixtures import (
+    add_gpu_node,
+    create_namespace,
+    delete_namespace,
+    device_class,
+    gpu_pod,
+    wait_for,
+    wait_for_default_service_account,
+)
+from tests.e2e.inspecting import doctor, doctor_with_source, gpu2dra
+from tests.e2e.webhook import Webhook, register, render_chart, unregister
+
+RESOURCE = ("resource.k8s.io", "v1")
+
+
+def test_ready_cluster_passes_every_check(
+    webhook: Webhook,
+    api_client: client.ApiClient,
+    control_plane: ControlPlane,
+    gpu_nodes: list[str],
+) -> None:
+    node = add_gpu_node(api_client, gpu_nodes, gpus=2, mig={1: ["3g.20gb", "3g.20gb"]})
+    code, checks = doctor(control_plane)
+    assert {name: c["status"] for name, c in checks.items()} == dict.fromkeys(checks, "PASS")
+    assert code == 0
+    assert "resource.k8s.io/v1 served" in checks["kubernetes"]["summary"]
+    assert (
+        "gpu.nvidia.com selects 1, mig.nvidia.com selects 2" in checks["resourceslices"]["summary"]
+    )
+    assert f"gpu.nvidia.com on node {node}: 3 device(s)" in checks["resourceslices"]["details"][0]
+    assert "the caBundle verifies the serving certificate" in checks["webhook-tls"]["summary"]
+
+    text = gpu2dra(control_plane.kubeconfig, "doctor", check=0).stdout
+    assert text.startswith("policy: embedded default\nPASS  kubernetes ")
+    assert "fix:" not in text
+
+
+def test_missing_device_class_fails(
+    webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    custom = client.CustomObjectsApi(api_client)
+    custom.delete_cluster_custom_object(*RESOURCE, "deviceclasses", "mig.nvidia.com")
+    try:
+        code, checks = doctor(control_plane)
+    finally:
+        custom.create_cluster_custom_object(
+            *RESOURCE, "deviceclasses", device_class("mig.nvidia.com", "mig")
+        )
+    assert code == 1
+    check = checks["deviceclasses"]
+    assert check["status"] == "FAIL"
+    assert "missing mig.nvidia.com (for nvidia.com/mig-*)" in check["summary"]
+    assert check["fix"]
+
+
+def test_no_resource_slices_fails(webhook: Webhook, control_plane: ControlPlane) -> None:
+    code, checks = doctor(control_plane)
+    assert code == 1
+    assert checks["resourceslices"]["status"] == "FAIL"
+    assert "no ResourceSlice publishes a device" in checks["resourceslices"]["summary"]
+
+
+def test_class_selecting_no_device_warns(
+    webhook: Webhook,
+    api_client: client.ApiClient,
+    control_plane: ControlPlane,
+    gpu_nodes: list[str],
+) -> None:
+    add_gpu_node(api_client, gpu_nodes, gpus=1)  # no MIG partitions anywhere
+    code, checks = doctor(control_plane)
+    assert code == 0
+    check = checks["resourceslices"]
+    assert check["status"] == "WARN"
+    assert "no device for mig.nvidia.com (for nvidia.com/mig-*)" in check["summary"]
+
+
+def test_node_offering_gpus_twice_fails(
+    webhook: Webhook,
+    api_client: client.ApiClient,
+    control_plane: ControlPlane,
+    gpu_nodes: list[str],
+) -> None:
+    both = add_gpu_node(api_client, gpu_nodes, gpus=2)
+    add_gpu_node(api_client, gpu_nodes, gpus=1)
+    node = client.CoreV1Api(api_client).read_node(both)
+    allocatable = {**node.status.allocatable, "nvidia.com/gpu": "2"}
+    client.CoreV1Api(api_client).patch_node_status(
+        both, {"status": {"allocatable": allocatable, "capacity": allocatable}}
+    )
+    code, checks = doctor(control_plane)
+    assert code == 1
+    check = checks["coexistence"]
+    assert check["status"] == "FAIL"
+    assert check["summary"].endswith(f"through DRA: {both}")
+    assert check["details"] == [f"node {both}: nvidia.com/gpu=2 in allocatable and 2 DRA device(s)"]
+
+
+def test_wrong_ca_bundle_fails(
+    webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    other = make_certs(["elsewhere"], []).write(tmp_path)
+    wrong = base64.b64encode(other["ca.crt"].read_bytes()).decode()
+    register(api_client, webhook.rendered(f"tls.caBundle={wrong}"))
+    try:
+        code, checks = doctor(control_plane)
+    finally:
+        register(api_client, webhook.rendered())
+    assert code == 1
+    check = checks["webhook-tls"]
+    assert check["status"] == "FAIL"
+    assert "the serving certificate does not verify" in check["summary"]
+    assert checks["webhooks"]["status"] == "PASS"
+
+
+def test_webhook_down_or_unregistered_fails(
+    webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    webhook.stop()
+    try:
+        code, checks = doctor(control_plane)
+    finally:
+        webhook.start()
+    assert code == 1
+    assert checks["webhook-service"]["status"] == "FAIL"
+    assert "cannot reach" in checks["webhook-service"]["summary"]
+    assert checks["webhook-tls"]["status"] == "WARN"
+
+    unregister(api_client)
+    try:
+        code, checks = doctor(control_plane)
+    finally:
+        register(api_client, webhook.rendered())
+    assert code == 1
+    assert checks["webhooks"]["status"] == "FAIL"
+    assert (
+        "no gpu2dra MutatingWebhookConfiguration or ValidatingWebhookConfiguration"
+        in (checks["webhooks"]["summary"])
+    )
+
+
+def test_release_without_ready_endpoints_fails(
+    webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    """The chart's objects as installed (Service, ConfigMap, webhooks), no pod running."""
+    release_ns = "doctor-release"
+    docs = render_chart(
+        control_plane.bin_dir / "helm",
+        "policy.defaultMode=audit",
+        "webhook.timeoutSeconds=1",
+        namespace=release_ns,
+    )
+    kept = [
+        d
+        for d in docs
+        if d["kind"] in ("ConfigMap", "Service") or d["kind"].endswith("WebhookConfiguration")
+    ]
+    unregister(api_client)
+    control_plane.kubectl("create", "namespace", release_ns)
+    try:
+        listed = {"kind": "List", "apiVersion": "v1", "items": kept}
+        control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(listed))
+        code, checks, source = doctor_with_source(control_plane)
+    finally:
+        for doc in kept:
+            if doc["kind"].endswith("WebhookConfiguration"):
+                unregister(api_client, doc["metadata"]["name"])
+        control_plane.kubectl("delete", "namespace", release_ns, "--wait=false")
+        register(api_client, webhook.rendered())
+    assert code == 1
+    assert checks["webhook-service"]["status"] == "FAIL"
+    summary = checks["webhook-service"]["summary"]
+    assert f"Service {release_ns}/gpu2dra: 0 ready endpoint(s)" in summary
+    assert checks["webhook-tls"]["status"] == "WARN"  # gpu2dra.doctor-release.svc: not from here
+    # The policy comes from the release's ConfigMap: audit by default, its namespace skipped.
+    assert source == f"ConfigMap {release_ns}/gpu2dra"
+    namespaces = checks["namespaces"]["summary"]
+    assert "default audit" in namespaces
+    assert "2 never changed" in namespaces  # kube-system and doctor-release
+
+
+# ---- extendedResourceName needs the DRAExtendedResource gate (alpha, off in 1.35) ---------
+
+
+class GatedControlPlane(ControlPlane):
+    """A control plane whose API server keeps DeviceClass.spec.extendedResourceName."""
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        if name == "kube-apiserver":
+            args = [*args, "--feature-gates=DRAExtendedResource=true"]
+        super()._spawn(name, args)
+
+
+@pytest.fixture(scope="module")
+def gated_plane(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    plane = GatedControlPlane(find_bin_dir(), tmp_path_factory.mktemp("gated-plane"))
+    try:
+        plane.start()
+        yield plane
+    finally:
+        plane.stop()
+
+
+def test_device_class_with_extended_resource_name_warns(gated_plane: ControlPlane) -> None:
+    with gated_plane.api_client() as api:
+        body = device_class("gpu.nvidia.com", "gpu")
+        body["spec"]["extendedResourceName"] = "nvidia.com/gpu"
+        custom = client.CustomObjectsApi(api)
+        custom.create_cluster_custom_object(*RESOURCE, "deviceclasses", body)
+        custom.create_cluster_custom_object(
+            *RESOURCE, "deviceclasses", device_class("mig.nvidia.com", "mig")
+        )
+        stored = custom.get_cluster_custom_object(*RESOURCE, "deviceclasses", "gpu.nvidia.com")
+        assert stored["spec"].get("extendedResourceName") == "nvidia.com/gpu"
+    _, checks = doctor(gated_plane)
+    check = checks["deviceclasses"]
+    assert check["status"] == "WARN"
+    assert "gpu.nvidia.com serves nvidia.com/gpu" in check["summary"]
+    assert "pick one owner" in check["fix"]
+
+
+# ---- read permissions are enough ---------------------------------------------------------
+
+
+def test_commands_need_only_the_read_only_role(
+    webhook: Webhook,
+    api_client: client.ApiClient,
+    control_plane: ControlPlane,
+    gpu_nodes: list[str],
+    tmp_path: Path,
+) -> None:
+    (role,) = [
+        d
+        for d in render_chart(control_plane.bin_dir / "helm", "readOnlyRole.create=true")
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-readonly")
+    ]
+    verbs = {v for rule in role["rules"] for v in rule["verbs"]}
+    assert verbs <= {"get", "list", "watch"}
+    add_gpu_node(api_client, gpu_nodes, gpus=1, mig={0: ["7g.40gb"]})
+    namespace = create_namespace(api_client, "reader-")
+    name = role["metadata"]["name"]
+    try:
+        wait_for_default_service_account(api_client, namespace)
+        control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(role))
+        control_plane.kubectl("create", "serviceaccount", "reader", "-n", namespace)
+        control_plane.kubectl(
+            "create",
+            "clusterrolebinding",
+            name,
+            f"--clusterrole={name}",
+            f"--serviceaccount={namespace}:reader",
+        )
+        control_plane.create(namespace, gpu_pod("p", {"nvidia.com/gpu": 1}))
+        token = control_plane.kubectl("create", "token", "reader", "-n", namespace).strip()
+        reader = tmp_path / "reader.kubeconfig"
+        reader.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "e2e",
+                            "cluster": {
+                                "server": control_plane.server,
+                                "certificate-authority": str(control_plane.ca_file),
+                            },
+                        }
+                    ],
+                    "users": [{"name": "reader", "user": {"token": token}}],
+                    "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "reader"}}],
+                    "current-context": "e2e",
+                }
+            )
+        )
+        done = gpu2dra(reader, "doctor", "-o", "json", check=0)
+        checks = json.loads(done.stdout)["checks"]
+        assert [c["summary"] for c in checks if "cannot read" in c["summary"]] == []
+        table = gpu2dra(reader, "report", "-A", check=0).stdout
+        assert "not listed" not in table
+        assert f"{namespace}  disabled  Pod/p" in table
+        explained = gpu2dra(reader, "explain", "pod", "p", "-n", namespace, check=0).stdout
+        assert "mode disabled" in explained
+
+        def denied() -> bool:
+            forbidden = gpu2dra(reader, "doctor", check=None)
+            return "cannot read" in forbidden.stdout
+
+        control_plane.kubectl("delete", "clusterrolebinding", name)
+        assert wait_for(denied, 30, "the binding's removal to take effect")
+    finally:
+        control_plane.kubectl("delete", "clusterrole", name, "--ignore-not-found")
+        control_plane.kubectl("delete", "clusterrolebinding", name, "--ignore-not-found")
+        delete_namespace(api_client, namespace)

@@ -1,0 +1,112 @@
+"""Why a request gets no devices, on hand-made ResourceSlices (the common cases run against
+the real scheduler in tests/e2e/test_explain.py)."""
+
+from __future__ import annotations
+
+from app.celdevices import Device, devices_of
+from app.explain import PodFacts, analyse_request, explain
+from app.policy import load_policy
+from tests.e2e.fixtures import device_class, gpu_devices, gpu_resource_slice
+
+CLASSES = {"gpu.nvidia.com": device_class("gpu.nvidia.com", "gpu")}
+
+
+def nodes(*names: str, gpus: int = 1) -> list[Device]:
+    return devices_of([gpu_resource_slice(n, gpu_devices(n, gpus=gpus)) for n in names])
+
+
+def test_enough_devices_but_not_on_one_node() -> None:
+    step = analyse_request(
+        "gpu",
+        {"deviceClassName": "gpu.nvidia.com", "count": 2},
+        "ns/c",
+        CLASSES,
+        nodes("a", "b"),
+        {},
+    )
+    assert step.state == "FAIL"
+    assert step.text.startswith(
+        "request gpu asks for 2 x gpu.nvidia.com: no single node has 2 free matching device(s)"
+    )
+
+
+def test_own_allocation_is_not_another_claims() -> None:
+    devices = nodes("a", gpus=2)
+    owners = {devices[0].key: "ns/c", devices[1].key: "ns/other"}
+    request = {"deviceClassName": "gpu.nvidia.com", "count": 2}
+    step = analyse_request("gpu", request, "ns/c", CLASSES, devices, owners)
+    assert "capacity exhausted" in step.text
+    assert step.details == (
+        "a/gpu-0: matches and is free",
+        "a/gpu-1: matches, but allocated to claim ns/other",
+    )
+
+
+def test_missing_class_and_failing_selector() -> None:
+    devices = nodes("a")
+    missing = analyse_request(
+        "gpu", {"deviceClassName": "gpu.nvida.com"}, "ns/c", CLASSES, devices, {}
+    )
+    assert missing.text.endswith(": DeviceClass gpu.nvida.com does not exist")
+    request = {
+        "deviceClassName": "gpu.nvidia.com",
+        "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].index == 0"}}],
+    }
+    failing = analyse_request("gpu", request, "ns/c", CLASSES, devices, {})
+    assert failing.state == "FAIL"
+    assert "the scheduler aborts allocation with a CEL runtime error" in failing.text
+    assert failing.details == ("a/gpu-0: selector #1 fails: no such key: index",)
+
+
+def test_free_devices_point_at_the_scheduler() -> None:
+    step = analyse_request(
+        "gpu", {"deviceClassName": "gpu.nvidia.com"}, "ns/c", CLASSES, nodes("a"), {}
+    )
+    assert step.state == "info"
+    assert "1 free on node a is enough: see the scheduler's events" in step.text
+
+
+def test_claim_not_created_yet_and_gated_pod() -> None:
+    template = {
+        "metadata": {"name": "gpu2dra-gpu-x1-abc"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
+                }
+            }
+        },
+    }
+    pod = {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {
+            "schedulingGates": [{"name": "example.com/wait"}],
+            "resourceClaims": [
+                {"name": "main-gpu", "resourceClaimTemplateName": "gpu2dra-gpu-x1-abc"}
+            ],
+            "containers": [{"name": "main", "resources": {"claims": [{"name": "main-gpu"}]}}],
+        },
+        "status": {"phase": "Pending"},
+    }
+    facts = PodFacts(
+        pod=pod,
+        namespace_labels={"gpu2dra.io/migration": "enabled"},
+        device_classes=list(CLASSES.values()),
+        templates={"gpu2dra-gpu-x1-abc": template},
+    )
+    result = explain(facts, load_policy(None))
+    assert result.headline == "pod ml/p: Pending, not scheduled"
+    assert [(s.state, s.text) for s in result.steps] == [
+        ("ok", "translated by gpu2dra: claim(s) main-gpu"),
+        (
+            "ok",
+            "claim main-gpu: gpu2dra's ResourceClaimTemplate gpu2dra-gpu-x1-abc exists "
+            "(1 x gpu.nvidia.com)",
+        ),
+        (
+            "FAIL",
+            "claim main-gpu: no ResourceClaim created yet (the resourceclaim controller in "
+            "kube-controller-manager creates it from the template)",
+        ),
+        ("FAIL", "not scheduled: scheduling gates example.com/wait are still set"),
+    ]

@@ -1,0 +1,152 @@
+"""The report's pure part: workloads found at the top controller, GPU counts, rollout order
+and the three output formats."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from app.catalog import Catalog
+from app.policy import load_policy
+from app.report import build, legacy_gpus, render_csv, render_json, render_table
+
+Obj = dict[str, Any]
+POLICY = load_policy(None)
+CATALOG = Catalog.of(["gpu.nvidia.com", "mig.nvidia.com"])
+
+
+def container(name: str, limits: Obj, **extra: Any) -> Obj:
+    return {"name": name, "image": "x", "resources": {"limits": limits}, **extra}
+
+
+def obj(kind: str, name: str, ns: str, spec: Obj, owner: Obj | None = None) -> tuple[str, Obj]:
+    meta: Obj = {"name": name, "namespace": ns, "uid": f"uid-{kind}-{name}"}
+    if owner is not None:
+        meta["ownerReferences"] = [{**owner, "controller": True}]
+    return kind, {"kind": kind, "metadata": meta, "spec": spec}
+
+
+def namespace(name: str, mode: str | None = None) -> Obj:
+    labels = {"gpu2dra.io/migration": mode} if mode else {}
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def pod_spec(*containers: Obj, init: list[Obj] | None = None) -> Obj:
+    return {"containers": list(containers), **({"initContainers": init} if init else {})}
+
+
+def test_gpus_per_pod_count_init_containers_as_the_device_plugin_does() -> None:
+    spec = pod_spec(
+        container("a", {"nvidia.com/gpu": "2"}),
+        container("b", {"nvidia.com/gpu": 1, "nvidia.com/mig-1g.5gb": 1}),
+        init=[container("warm", {"nvidia.com/gpu": 4}), container("c", {"cpu": "1"})],
+    )
+    assert legacy_gpus(spec, POLICY) == {"nvidia.com/gpu": 4, "nvidia.com/mig-1g.5gb": 1}
+    assert legacy_gpus(pod_spec(container("a", {"cpu": "1"})), POLICY) == {}
+
+
+def test_workloads_are_reported_at_the_top() -> None:
+    template = {"template": {"spec": pod_spec(container("main", {"nvidia.com/gpu": 1}))}}
+    deploy_ref = {"kind": "Deployment", "name": "web", "uid": "uid-Deployment-web"}
+    rs_ref = {"kind": "ReplicaSet", "name": "web-1", "uid": "uid-ReplicaSet-web-1"}
+    ray_ref = {"kind": "RayCluster", "name": "ray", "uid": "uid-ray"}
+    objects = [
+        obj("Deployment", "web", "ml", {"replicas": 3, **template}),
+        obj("ReplicaSet", "web-1", "ml", template, deploy_ref),
+        obj("Pod", "web-1-a", "ml", template["template"]["spec"], rs_ref),
+        # Owned by a custom resource that could not be listed: reported as its owner, once.
+        obj("Pod", "ray-head", "ml", template["template"]["spec"], ray_ref),
+        obj("Pod", "ray-worker", "ml", template["template"]["spec"], ray_ref),
+        obj("Pod", "cpu", "ml", pod_spec(container("c", {"cpu": "1"}))),
+    ]
+    report = build([namespace("ml")], objects, POLICY, CATALOG)
+    (ns,) = report.namespaces
+    assert [(w.kind, w.name, w.replicas, w.seen_through) for w in ns.workloads] == [
+        ("Deployment", "web", 3, ""),
+        ("RayCluster", "ray", None, "Pod ray-head"),
+    ]
+    assert ns.workloads[0].templates[0].endswith(": 1 x gpu.nvidia.com")
+
+
+def test_rollout_order_clean_namespaces_first() -> None:
+    clean = obj("Pod", "p", "clean", pod_spec(container("c", {"nvidia.com/gpu": 8})))
+    noisy = obj(
+        "Pod",
+        "p",
+        "noisy",
+        pod_spec(container("c", {"nvidia.com/gpu": 1}, env=[{"name": "NVIDIA_VISIBLE_DEVICES"}])),
+    )
+    small = obj("Pod", "p", "small", pod_spec(container("c", {"nvidia.com/gpu": 1})))
+    done = obj("Pod", "p", "done", pod_spec(container("c", {"nvidia.com/gpu": 1})))
+    system = obj("Pod", "p", "kube-system", pod_spec(container("c", {"nvidia.com/gpu": 1})))
+    report = build(
+        [
+            namespace("clean"),
+            namespace("noisy", "audit"),
+            namespace("small"),
+            namespace("done", "enabled"),
+            namespace("kube-system"),
+        ],
+        [clean, noisy, small, done, system],
+        POLICY,
+        CATALOG,
+    )
+    assert report.rollout == ["small", "clean", "noisy"]
+    modes = {n.name: n.mode for n in report.namespaces}
+    assert modes == {
+        "clean": "disabled",
+        "done": "enabled",
+        "kube-system": "never changed",
+        "noisy": "audit",
+        "small": "disabled",
+    }
+    (noisy_ns,) = [n for n in report.namespaces if n.name == "noisy"]
+    assert noisy_ns.workloads[0].warnings == [
+        "container 'c' sets or reads NVIDIA_VISIBLE_DEVICES; under DRA it is `void` and devices "
+        "come through CDI"
+    ]
+
+
+def test_missing_device_class_is_a_warning() -> None:
+    mig = obj("Pod", "p", "ml", pod_spec(container("c", {"nvidia.com/mig-1g.5gb": 1})))
+    report = build([namespace("ml")], [mig], POLICY, Catalog.of(["gpu.nvidia.com"]))
+    (workload,) = report.namespaces[0].workloads
+    assert workload.templates == []
+    assert workload.warnings[0].startswith("DeviceClass mig.nvidia.com does not exist")
+
+
+def test_outputs() -> None:
+    spec = {"replicas": 2, "template": {"spec": pod_spec(container("c", {"nvidia.com/gpu": 2}))}}
+    report = build(
+        [namespace("ml")],
+        [obj("Deployment", "web", "ml", spec)],
+        POLICY,
+        CATALOG,
+        ["trainjobs (GET ...: 403 forbidden)"],
+    )
+    table = render_table(report).splitlines()
+    assert table[0].split() == ["NAMESPACE", "MODE", "WORKLOAD", "GPUS", "PER", "POD", "WARNINGS"]
+    assert table[1].split() == ["ml", "disabled", "Deployment/web", "nvidia.com/gpu=2", "x2", "0"]
+    assert table[2].startswith("    would create gpu2dra-gpu-x2-")
+    assert "  1. ml (disabled, 1 workload(s), no warnings): kubectl label namespace ml" in (
+        "\n".join(table)
+    )
+    assert table[-1] == "not listed: trainjobs (GET ...: 403 forbidden)"
+
+    (row,) = csv.DictReader(io.StringIO(render_csv(report)))
+    assert (row["namespace"], row["kind"], row["replicas"], row["gpus"]) == (
+        "ml",
+        "Deployment",
+        "2",
+        "nvidia.com/gpu=2",
+    )
+    body = json.loads(render_json(report))
+    assert body["rollout"] == ["ml"]
+    assert body["namespaces"][0]["workloads"][0]["gpus"] == {"nvidia.com/gpu": 2}
+
+
+def test_nothing_to_report() -> None:
+    report = build([namespace("ml")], [], POLICY, CATALOG)
+    assert render_table(report) == "no workload asks for legacy GPU resources\n"
