@@ -7,8 +7,12 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
-if [ -f tests/k8s/build.sh ]; then
-  bash tests/k8s/build.sh  # a real kube-apiserver, controller-manager, scheduler, etcd and helm
+# A real kube-apiserver, controller-manager, scheduler, etcd and helm, built with Go. Without
+# Go the end-to-end tests skip, except in CI, where that fails the run.
+if command -v go >/dev/null || [ "${CI:-}" = true ]; then
+  bash tests/k8s/build.sh
+else
+  echo "tests/run.sh: Go not found; the end-to-end, chart and helm tests will be skipped" >&2
 fi
 
 .venv/bin/ruff check app tests
