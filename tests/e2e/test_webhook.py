@@ -3,6 +3,7 @@ controller-manager turns templates into claims, the scheduler allocates devices.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -347,3 +348,22 @@ def test_controllers_pods_are_translated(
         spec = api_client.sanitize_for_serialization(pod)["spec"]
         assert spec["resourceClaims"][0]["name"] == "main-gpu", pod.metadata.name
         assert "limits" not in spec["containers"][0]["resources"]
+
+
+def test_logs_are_json_with_the_uid_and_no_pod_spec(
+    webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane, namespace: str
+) -> None:
+    webhook.set_mode(api_client, namespace, "enabled")
+    secret = "s3cr3t-token-value"
+    pod = gpu_pod("logged", {"nvidia.com/gpu": 1})
+    pod["spec"]["containers"][0]["env"] = [{"name": "TOKEN", "value": secret}]
+    control_plane.create(namespace, pod)
+    lines = [line for line in webhook.log.read_text().splitlines() if line.startswith("{")]
+    entries = [json.loads(line) for line in lines]
+    translated = [
+        e for e in entries if e.get("result") == "patched" and e["namespace"] == namespace
+    ]
+    assert translated, "a translated pod is logged"
+    assert all(e["uid"] and e["kind"] == "Pod" and e["operation"] == "CREATE" for e in translated)
+    text = webhook.log.read_text()
+    assert secret not in text and '"containers"' not in text
