@@ -65,6 +65,15 @@ def _pointer(path: Path) -> str:
     return "/spec/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path)
 
 
+def _namespace(request: AdmissionRequest, obj: Obj) -> str:
+    """The request's namespace, else the object's own: "" when neither is a string."""
+    metadata = obj.get("metadata")
+    namespace = request.get("namespace") or (
+        metadata.get("namespace") if isinstance(metadata, dict) else None
+    )
+    return namespace if isinstance(namespace, str) else ""
+
+
 def patch_ops(spec: Obj, translation: Translation) -> list[Obj]:
     """JSON patch for the subtrees the translation replaced: no whole-pod diff."""
     ops: list[Obj] = []
@@ -88,10 +97,11 @@ class Mutator:
         if request["operation"] != "CREATE":
             return "pod claims can only be set at creation"  # immutable after CREATE
         pod = request.get("object") or {}
-        namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace", "")
+        namespace = _namespace(request, pod)
         if namespace in self.policy.skip_namespaces:
             return f"namespace {namespace} is never changed"
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        metadata = pod.get("metadata")
+        annotations = (metadata.get("annotations") if isinstance(metadata, dict) else None) or {}
         if not isinstance(annotations, dict):
             return None
         if MIRROR_ANNOTATION in annotations:
@@ -105,7 +115,7 @@ class Mutator:
         if self.skip_reason(request):
             return allowed(uid)
         pod = request.get("object") or {}
-        namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace", "")
+        namespace = _namespace(request, pod)
         if not cluster.ready:
             return self.failed(uid, "has not synced its caches yet")
         mode = self.policy.mode_for(cluster.namespace_labels(namespace))
@@ -198,7 +208,7 @@ async def validate(request: AdmissionRequest, cluster: ClusterView) -> Admission
     if request["operation"] not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return allowed(uid)
     metadata: Obj = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
-    namespace = request.get("namespace") or metadata.get("namespace", "")
+    namespace = _namespace(request, obj)
     name = request.get("name") or metadata.get("name") or metadata.get("generateName", "")
     what = f"{kind['kind']} {namespace}/{name}"
     spec: Obj = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
@@ -215,7 +225,8 @@ async def validate(request: AdmissionRequest, cluster: ClusterView) -> Admission
     if kind["kind"] != "Pod" or request["operation"] != "CREATE":
         return allowed(uid)
     warnings = []
-    for claim in spec.get("resourceClaims") or []:
+    claims = spec.get("resourceClaims")
+    for claim in claims if isinstance(claims, list) else []:
         if not isinstance(claim, dict):
             continue
         if tpl := claim.get("resourceClaimTemplateName"):

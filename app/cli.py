@@ -127,12 +127,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # `translate` refuses more (or /dev/zero) with one line
+
+
 def _translate(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
     try:
-        raw = sys.stdin.buffer.read() if args.filename == "-" else Path(args.filename).read_bytes()
+        if args.filename == "-":
+            raw = sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
+        else:
+            with open(args.filename, "rb") as file:
+                raw = file.read(MAX_MANIFEST_BYTES + 1)
     except OSError as err:
         raise ManifestError(f"{args.filename}: {err.strerror}") from None
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise ManifestError(f"{args.filename}: larger than {MAX_MANIFEST_BYTES} bytes")
     try:
         docs = load_documents(raw)
     except UnicodeDecodeError:

@@ -7,6 +7,7 @@ longer depends on nodes carrying GFD labels (DRA nodes often do not run GFD).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,13 @@ _ALL_KINDS: tuple[NodeLabels, ...] = ("gpu", "mig")
 
 def is_gfd_label(key: str) -> bool:
     return key.startswith(_GFD_PREFIXES)
+
+
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def is_label_value(value: str) -> bool:
+    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
 
 
 def _quote(text: str) -> str:
@@ -113,6 +121,9 @@ class NodeSelection:
     selectors: dict[NodeLabels, tuple[str, ...]]
     spec_changes: dict[str, Any]  # spec field -> new value, or REMOVE
     warnings: tuple[str, ...]
+    # GFD node terms the apiserver rejects: moving them into device selectors would turn a
+    # pod it rejects into one it admits, so the pod is better left as it is
+    invalid: tuple[str, ...] = ()
 
 
 REMOVE: Any = object()  # a spec_changes value: delete the field
@@ -138,9 +149,17 @@ def select_devices(spec: Obj, kinds: Sequence[NodeLabels], keep_node_terms: bool
     side only when every kind could express it (a MIG device has no whole-GPU memory)."""
     selectors: dict[NodeLabels, list[str]] = {k: [] for k in _ALL_KINDS}
     warnings: list[str] = []
+    invalid: list[str] = []
     changes: dict[str, Any] = {}
 
     def take(req: Requirement) -> bool:
+        key, op, values = req
+        if bad := [v for v in values if not is_label_value(v)]:
+            invalid.append(f"node label {key}: {bad[0]!r} is not a valid label value")
+            return False
+        if op in ("Exists", "DoesNotExist") and values:
+            invalid.append(f"node label {key}: operator {op} takes no values")
+            return False
         cels = {k: requirement_cel(req, k) for k in kinds}
         if any(c is None for c in cels.values()):
             if is_gfd_label(req[0]):
@@ -171,6 +190,7 @@ def select_devices(spec: Obj, kinds: Sequence[NodeLabels], keep_node_terms: bool
         selectors={k: tuple(v) for k, v in selectors.items()},
         spec_changes=changes,
         warnings=tuple(warnings),
+        invalid=tuple(invalid),
     )
 
 

@@ -20,6 +20,9 @@ from app.policy import SKIP_ANNOTATION, Mode, Policy
 from app.translate import translate
 
 MAX_ALIASES = 100  # real manifests use a few anchors; "billion laughs" bombs use thousands
+# Nodes aliases may add to a stream beyond its own size: even 100 aliases, each doubling the
+# one before, would stand for 2**100 nodes.
+MAX_ALIAS_NODES = 100_000
 MAX_DEPTH = 64
 
 
@@ -28,16 +31,54 @@ class ManifestError(ValueError):
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses alias bombs: every alias re-used is counted."""
+    """SafeLoader that refuses alias bombs. An alias shares its node, so loading stays cheap,
+    but whatever reads the documents (the walk, the JSON and YAML output) sees every alias
+    expanded: the aliases are counted, the nodes they add are counted, and an alias inside
+    its own anchor (a cycle) is refused."""
 
-    aliases = 0
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases = 0
+        self.nodes = 0  # as written
+        self.added = 0  # by aliases
+        self._sizes: dict[int, int] = {}  # id(node) -> the nodes it stands for, expanded
+        self._open: set[str] = set()  # anchors whose node is being composed
+
+    def compose_document(self) -> Any:
+        try:
+            node = super().compose_document()  # cheap: aliases share their nodes
+        finally:
+            self._sizes.clear()
+        if self.added > max(MAX_ALIAS_NODES, self.nodes):
+            raise ManifestError(
+                f"YAML aliases expand to more than {max(MAX_ALIAS_NODES, self.nodes)} nodes"
+            )
+        return node
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             self.aliases += 1
             if self.aliases > MAX_ALIASES:
                 raise ManifestError(f"more than {MAX_ALIASES} YAML aliases")
-        return super().compose_node(parent, index)
+            anchor = self.peek_event().anchor  # type: ignore[no-untyped-call]
+            if anchor in self._open:
+                raise ManifestError(f"YAML alias *{anchor} is inside its own anchor")
+            node = super().compose_node(parent, index)
+            self.added += self._sizes[id(node)]
+            return node
+        anchor = getattr(self.peek_event(), "anchor", None)  # type: ignore[no-untyped-call]
+        if anchor is not None:
+            self._open.add(anchor)
+        node = super().compose_node(parent, index)
+        self._open.discard(anchor)
+        size = 1
+        if isinstance(node, yaml.SequenceNode):
+            size += sum(self._sizes[id(item)] for item in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            size += sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
+        self._sizes[id(node)] = size
+        self.nodes += 1
+        return node
 
 
 def load_documents(text: bytes | str) -> list[Any]:
@@ -47,27 +88,41 @@ def load_documents(text: bytes | str) -> list[Any]:
         try:
             docs = [orjson.loads(raw)]
         except orjson.JSONDecodeError as err:
-            if "recursion" in str(err):
+            if "recursion" in str(err) or "depth limit" in str(err):  # as orjson words it
                 raise ManifestError("document 1: nested too deeply") from None
             docs = None  # perhaps YAML flow style; let the YAML parser say what is wrong
         if docs is not None:
-            return _unpack(docs)
-    loader = _Loader(raw)
+            return _unpack(_as_json(docs))
     docs = []
     try:
-        while loader.check_node():
-            docs.append(loader.construct_document(loader.get_node()))
+        loader = _Loader(raw)  # refuses control characters already
+        try:
+            while loader.check_node():
+                docs.append(loader.construct_document(loader.get_node()))
+        finally:
+            loader.dispose()
     except RecursionError:
         raise ManifestError(f"document {len(docs) + 1}: nested too deeply") from None
+    except ManifestError as err:
+        raise ManifestError(f"document {len(docs) + 1}: {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ManifestError(
-            f"document {len(docs) + 1}: not valid YAML{where}: {getattr(err, 'problem', err)}"
-        ) from None
-    finally:
-        loader.dispose()
-    return _unpack(docs)
+        why = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ManifestError(f"document {len(docs) + 1}: not valid YAML{where}: {why}") from None
+    return _unpack(_as_json(docs))
+
+
+def _as_json(docs: list[Any]) -> list[Any]:
+    """`docs`, if each is JSON as the output will write it: YAML also has binary, sets,
+    non-string keys and any integer; JSON input can nest deeper than orjson writes."""
+    for number, doc in enumerate(docs, 1):
+        try:
+            orjson.dumps(doc)
+        except orjson.JSONEncodeError as err:
+            why = "nested too deeply" if "recursion" in str(err).lower() else f"not JSON: {err}"
+            raise ManifestError(f"document {number}: {why}") from None
+    return docs
 
 
 def _unpack(docs: list[Any]) -> list[Any]:
@@ -77,7 +132,8 @@ def _unpack(docs: list[Any]) -> list[Any]:
             out.extend(doc)
         elif (
             isinstance(doc, dict)
-            and doc.get("kind", "").endswith("List")
+            and isinstance(doc.get("kind"), str)
+            and doc["kind"].endswith("List")
             and isinstance(doc.get("items"), list)
         ):
             out.extend(doc["items"])
@@ -117,6 +173,8 @@ def translate_documents(
             raise ManifestError(f"document {number}: not a Kubernetes object")
         metadata: Obj = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
         ns = metadata.get("namespace") or namespace
+        if not isinstance(ns, str | None):
+            raise ManifestError(f"document {number}: metadata.namespace is not a string")
         ident = metadata.get("name") or metadata.get("generateName") or f"#{number}"
         name = f"document {number} ({doc.get('kind', 'object')} {ident})"
         skip = mode == "disabled" or ns in policy.skip_namespaces

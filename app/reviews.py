@@ -75,6 +75,16 @@ def parse_review(body: bytes) -> AdmissionRequest:
     for key in ("object", "oldObject"):
         if not isinstance(request.get(key), dict | None):
             raise ReviewError(f"request.{key} is not an object")
+    for key in ("namespace", "name", "subResource"):
+        if not isinstance(request.get(key), str | None):
+            raise ReviewError(f"request.{key} is not a string")
+    if not isinstance(request.get("dryRun"), bool | None):
+        raise ReviewError("request.dryRun is not a boolean")
+    try:
+        # Answers echo parts of the request, and orjson writes at most 254 levels (it reads 1024).
+        orjson.dumps(request)
+    except orjson.JSONEncodeError:
+        raise ReviewError("request nested too deeply") from None
     return request  # type: ignore[return-value]
 
 

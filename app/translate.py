@@ -203,16 +203,25 @@ def request_name(resource: str) -> str:
     return dns_label(resource.rsplit("/", 1)[-1])
 
 
-def claim_name(container: str, request: str, taken: set[str]) -> str:
-    """A pod claim name: a DNS label, unique among `taken`, readable when it fits."""
+def claim_name(
+    container: str, request: str, taken: set[str], salts: dict[str, int] | None = None
+) -> str:
+    """A pod claim name: a DNS label, unique among `taken`, readable when it fits.
+
+    `salts` remembers, per base name, the salt after the last one returned: the caller adds
+    each name it gets to `taken`, so every smaller salt is still taken, and n containers of
+    one name (an invalid pod, yet one we are sent) cost n hashes, not n * n.
+    """
     base = f"{container}-{request}"
     if is_dns_label(base) and base not in taken:
         return base
     stem = dns_label(base)[:56].rstrip("-")
-    for salt in itertools.count():
+    for salt in itertools.count(salts.get(base, 0) if salts is not None else 0):
         digest = hashlib.sha256(f"{base}/{salt}".encode()).hexdigest()[:6]
         name = f"{stem}-{digest}"
         if name not in taken:
+            if salts is not None:
+                salts[base] = salt + 1
             return name
     raise AssertionError("unreachable")
 
@@ -223,17 +232,28 @@ class _Claim:
     request: DeviceRequest
 
 
-def _cover(need: int, claims: list[_Claim]) -> list[_Claim] | None:
+Shape = tuple[str, tuple[str, ...]]  # DeviceClass and selectors: what makes claims reusable
+
+
+def _cover(need: int, by_count: dict[int, list[_Claim]], exclude: list[str]) -> list[_Claim] | None:
     """App claims an init container can reuse for `need` devices: the smallest single claim
-    that covers it, else the largest ones until they do; None if all of them fall short."""
-    single = [c for c in claims if c.request.count >= need]
-    if single:
-        return [min(single, key=lambda c: c.request.count)]
+    that covers it (the first of its count), else the largest ones until they do; None if all
+    of them fall short. `by_count` holds the app claims of one shape by count, in pod order:
+    at most 32 counts, so a pod with thousands of containers costs no more per container."""
+    for count in sorted(c for c in by_count if c >= need):
+        for claim in by_count[count]:
+            if claim.name not in exclude:
+                return [claim]
     chosen: list[_Claim] = []
-    for claim in sorted(claims, key=lambda c: -c.request.count):
-        chosen.append(claim)
-        if sum(c.request.count for c in chosen) >= need:
-            return chosen
+    total = 0
+    for count in sorted(by_count, reverse=True):
+        for claim in by_count[count]:
+            if claim.name in exclude:
+                continue
+            chosen.append(claim)
+            total += count
+            if total >= need:
+                return chosen
     return None
 
 
@@ -285,12 +305,20 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     legacy: dict[tuple[str, int], tuple[Obj, list[_Legacy]]] = {}
     for field, index, container in _containers(spec):
         found = _legacy_requests(field, container, policy, warnings)
-        if found and isinstance(container["resources"].get("claims", []), list):
+        if not found:
+            continue
+        if isinstance(container["resources"].get("claims"), list | None):  # null: none yet
             legacy[field, index] = container, found
+        else:
+            warnings.append(
+                f"{field[:-1]} {container.get('name')!r}: resources.claims is not a list; "
+                "container left as is"
+            )
     if not legacy:
         return _unchanged(spec, warnings)
 
-    pod_claims = spec.get("resourceClaims") or []
+    pod_claims = spec.get("resourceClaims")
+    pod_claims = [] if pod_claims is None else pod_claims  # `or []` would take false for []
     if not isinstance(pod_claims, list):
         warnings.append("spec.resourceClaims is not a list; pod left as is")
         return _unchanged(spec, warnings)
@@ -313,6 +341,9 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     if used:
         kinds = sorted({lg.mapping.node_labels for lg in used})
         selection = select_devices(spec, kinds, policy.keep_node_selectors)
+        if selection.invalid:
+            warnings.append(f"{selection.invalid[0]} (the apiserver rejects it); pod left as is")
+            return _unchanged(spec, warnings)
         warnings.extend(selection.warnings)
 
     def device_request(lg: _Legacy) -> DeviceRequest:
@@ -322,8 +353,9 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
         )
 
     taken = _claim_names_in_use(spec, pod_claims)
+    salts: dict[str, int] = {}
     new_claims: list[_Claim] = []
-    app_claims: list[_Claim] = []
+    app_claims: dict[Shape, dict[int, list[_Claim]]] = {}
     claims_of: dict[tuple[str, int], list[str]] = {}
     for (field, index), (container, found) in legacy.items():
         names = claims_of.setdefault((field, index), [])
@@ -331,15 +363,10 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
             if not lg.count:
                 continue
             req = device_request(lg)
+            shape = (req.device_class, req.selectors)
             if _is_regular_init(field, container):
-                shape = [
-                    c
-                    for c in app_claims
-                    if c.request.selectors == req.selectors
-                    and c.request.device_class == req.device_class
-                    and c.name not in names  # each device of the container counts once
-                ]
-                if (cover := _cover(req.count, shape)) is not None:
+                # `names`: each device of the container counts once
+                if (cover := _cover(req.count, app_claims.get(shape, {}), names)) is not None:
                     names.extend(c.name for c in cover)
                     continue
                 warnings.append(
@@ -347,11 +374,11 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
                     f"{req.count} x {lg.resource}, so it gets a claim of its own and the pod "
                     "needs more devices than under the device plugin"
                 )
-            claim = _Claim(claim_name(str(container.get("name")), req.name, taken), req)
+            claim = _Claim(claim_name(str(container.get("name")), req.name, taken, salts), req)
             taken.add(claim.name)
             new_claims.append(claim)
             if field == "containers":
-                app_claims.append(claim)
+                app_claims.setdefault(shape, {}).setdefault(req.count, []).append(claim)
             names.append(claim.name)
         if names and _reads_visible_devices(container):
             warnings.append(

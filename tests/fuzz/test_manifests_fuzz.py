@@ -1,0 +1,278 @@
+"""Malformed manifests on POST /translate and `gpu2dra translate`: the corpus, hypothesis,
+YAML bombs and oversized input, rejected within bounded time and memory."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.cli import MAX_MANIFEST_BYTES, main
+from app.policy import load_policy
+from app.server import Settings, create_app
+from tests.fuzz.conftest import (
+    CORPUS_POLICY,
+    check_translate_answer,
+    corpus,
+    outcome_of,
+    pod_errors,
+    schema_errors,
+)
+from tests.fuzz.test_reviews_fuzz import json_values
+from tests.unit.fake import FakeCluster
+from tests.unit.test_properties import pod_specs
+
+Obj = dict[str, Any]
+ROOT = Path(__file__).resolve().parents[2]
+MiB = 1024 * 1024
+
+FUZZ = settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[TestClient]:
+    app = create_app(Settings(policy=load_policy(CORPUS_POLICY)), FakeCluster())
+    with TestClient(app) as client:
+        yield client
+
+
+_VALID_TEMPLATES: set[str] = set()
+
+
+def check_result(result: Any) -> None:
+    """Every template /translate prints is valid 1.35 (each name checked once)."""
+    if not isinstance(result, dict):
+        return
+    for template in result["templates"]:
+        name = template["metadata"]["name"]
+        if name not in _VALID_TEMPLATES:
+            assert (
+                schema_errors({**template, "metadata": {"name": name, "namespace": "ml"}}) == set()
+            )
+            _VALID_TEMPLATES.add(name)
+
+
+def translate(client: TestClient, body: bytes, accept: str = "", **params: str) -> Any:
+    response = client.post("/translate", content=body, params=params, headers={"accept": accept})
+    result = check_translate_answer(response.status_code, response.content, "yaml" in accept)
+    check_result(result)
+    return response.status_code, result
+
+
+def outcome(status: int, result: Any) -> str:
+    if status != 200:
+        return str(status)
+    return "warned" if result["warnings"] else "ok"
+
+
+# ---- the corpus --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", corpus("translate"), ids=lambda p: p.name)
+def test_corpus_translate(client: TestClient, path: Path) -> None:
+    body = path.read_bytes()
+    start = time.perf_counter()
+    status, result = translate(client, body)
+    assert time.perf_counter() - start < 2.0
+    assert outcome(status, result) == outcome_of(path), result
+    for mode in ("audit", "disabled"):
+        translate(client, body, mode=mode)
+    translate(client, body, accept="application/yaml", namespace="ml")
+
+
+@pytest.mark.parametrize("path", corpus("translate"), ids=lambda p: p.name)
+def test_corpus_cli(path: Path) -> None:
+    """`gpu2dra translate -f FILE`: exit 1 with one line on stderr, or exit 0 and YAML."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["translate", "-f", str(path)])
+    if outcome_of(path) == "400":
+        assert code == 1
+        assert err.getvalue().startswith("gpu2dra: ") and err.getvalue().count("\n") == 1
+    else:
+        assert code == 0, err.getvalue()
+        list(yaml.safe_load_all(out.getvalue()))
+        warned = [line for line in err.getvalue().splitlines() if line.startswith("warning: ")]
+        assert bool(warned) == (outcome_of(path) == "warned"), err.getvalue()
+
+
+# ---- random input ------------------------------------------------------------------------
+
+
+@FUZZ
+@given(body=st.binary(max_size=400) | st.text(max_size=400).map(str.encode))
+def test_random_bytes(client: TestClient, body: bytes) -> None:
+    translate(client, body)
+
+
+WRAPPERS = [
+    lambda spec: {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec},
+    lambda spec: {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "ml"},
+        "spec": {"template": {"metadata": {"labels": {"a": "b"}}, "spec": spec}},
+    },
+    lambda spec: {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "c"},
+        "spec": {"jobTemplate": {"spec": {"template": {"spec": spec}}}},
+    },
+    lambda spec: {"kind": "List", "items": [{"kind": "Pod", "spec": spec}, {"kind": "Pod"}]},
+    lambda spec: {
+        "kind": "RayCluster",
+        "spec": {"workerGroupSpecs": [{"template": {"spec": spec}}]},
+    },
+]
+# Fragments a YAML parser must get right, dropped into otherwise sane manifests.
+YAML_BITS = [
+    "&a ", "*a", "*b", "<<: *a\n", "!!binary ", "!!set ", "!!python/object:os.system ", "!x ",
+    "? ", ": ", "- ", "---\n", "...\n", "%YAML 1.1\n", "%TAG ! tag:x,2000:\n", "{", "}", "[",
+    "]", ",", "\t", "'", '"', "|", ">", "#", "\\ud800", "\x00", "\x85", "\ufeff", "\U0001f680",
+    "1e400", "0x1F", "0o17", ".nan", "~", "2001-12-14", "123456789012345678901234567890",
+]  # fmt: skip
+
+
+@st.composite
+def manifests(draw: st.DrawFn) -> bytes:
+    docs: list[Any] = []
+    for _ in range(draw(st.integers(1, 3))):
+        if draw(st.integers(0, 4)) == 0:
+            docs.append(draw(json_values))
+        else:
+            docs.append(draw(st.sampled_from(WRAPPERS))(draw(pod_specs)))
+    try:
+        if draw(st.booleans()):
+            text = yaml.safe_dump_all(docs, sort_keys=False)
+        else:
+            text = orjson.dumps(docs[0]).decode()
+    except (yaml.YAMLError, TypeError):  # integers over 64 bits in JSON
+        text = "{}"
+    for _ in range(draw(st.integers(0, 4))):
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from(YAML_BITS)) + text[at:]
+    return text.encode("utf-8", "surrogatepass")
+
+
+@FUZZ
+@given(
+    body=manifests(),
+    mode=st.sampled_from(["enabled", "audit", "disabled"]),
+    accept=st.sampled_from(["", "application/yaml"]),
+)
+def test_random_manifests(client: TestClient, body: bytes, mode: str, accept: str) -> None:
+    translate(client, body, accept=accept, mode=mode, namespace="ml")
+
+
+@settings(FUZZ, max_examples=100)
+@given(spec=pod_specs)
+def test_translated_pods_gain_no_errors(client: TestClient, spec: Obj) -> None:
+    """A Pod as /translate prints it has no error the input had not, as with /mutate."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}}
+    try:
+        body = orjson.dumps({**pod, "spec": spec})
+    except TypeError:  # an integer over 64 bits
+        return
+    status, result = translate(client, body)
+    if status == 200 and result["documents"] and isinstance(result["documents"][0], dict):
+        before, after = pod_errors({**pod, "spec": spec}), pod_errors(result["documents"][0])
+        assert after <= before and (after or not before), (sorted(before), sorted(after))
+
+
+# ---- bombs and oversized input -----------------------------------------------------------
+
+BOMBS = [p for p in corpus("translate") if "bomb" in p.name or "laughs" in p.name]
+
+
+def test_there_are_bombs() -> None:
+    assert len(BOMBS) >= 4
+
+
+@pytest.mark.parametrize("path", BOMBS, ids=lambda p: p.name)
+def test_bombs_are_refused_quickly(client: TestClient, path: Path) -> None:
+    start = time.perf_counter()
+    response = client.post("/translate", content=path.read_bytes())
+    assert time.perf_counter() - start < 1.0
+    assert response.status_code == 400
+    assert "YAML aliases" in response.text, response.text
+
+
+def test_oversized_bodies_are_413(client: TestClient) -> None:
+    """Over the cap by Content-Length, and (chunked, no length) while it is being read."""
+    big = b"# " + b"x" * (7 * MiB)
+    start = time.perf_counter()
+    for path in ("/translate", "/mutate", "/validate"):
+        assert client.post(path, content=big).status_code == 413
+
+        def chunks() -> Iterator[bytes]:
+            for _ in range(8):
+                yield b"#" * MiB
+
+        assert client.post(path, content=chunks()).status_code == 413
+    assert time.perf_counter() - start < 5.0
+
+
+# `gpu2dra translate` in a process of its own, which reports its peak RSS (VmHWM) as it ends:
+# the parent's `ru_maxrss` of a child would count the pytest process it was forked from.
+CLI = r"""
+import re, sys
+from app.cli import main
+code = main(sys.argv[1:])
+peak = re.search(r"VmHWM:\s+(\d+) kB", open("/proc/self/status").read()).group(1)
+sys.stderr.write(f"VmHWM {peak}\n")
+sys.exit(code)
+"""
+
+
+def run_cli(*args: str, stdin: Any = subprocess.DEVNULL) -> tuple[int, str, float, int]:
+    """Exit code, stderr, seconds and peak RSS (bytes) of `gpu2dra translate ...`."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", CLI, "translate", *args],
+        cwd=ROOT,
+        stdin=stdin,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=False,
+        timeout=60,  # a bomb that goes off would run for ever
+    )
+    seconds = time.perf_counter() - start
+    err, _, peak = done.stderr.decode().rpartition("VmHWM ")
+    return done.returncode, err, seconds, int(peak) * 1024
+
+
+def test_cli_bombs_and_endless_input_within_bounds() -> None:
+    """Bombs fail as fast as a small manifest is translated and grow the process no more than
+    that does; endless input stops at the cap (64 MiB), as one line on stderr."""
+    small = Path(__file__).parent / "corpus/translate/ok--unicode.yaml"
+    code, err, base_seconds, base_rss = run_cli("-f", str(small))
+    assert code == 0, err
+    for bomb in BOMBS[:3]:
+        code, err, seconds, rss = run_cli("-f", str(bomb))
+        assert code == 1 and "YAML aliases" in err and err.count("\n") == 1, err
+        assert seconds < base_seconds + 2.0
+        assert rss < base_rss + 16 * MiB, (bomb.name, rss - base_rss)
+    code, err, seconds, rss = run_cli("-f", "/dev/zero")
+    assert (code, err) == (1, f"gpu2dra: /dev/zero: larger than {MAX_MANIFEST_BYTES} bytes\n")
+    assert seconds < base_seconds + 5.0
+    assert rss < base_rss + MAX_MANIFEST_BYTES + 32 * MiB, rss - base_rss
+    with open("/dev/zero", "rb") as zero:
+        code, err, _, _ = run_cli("-f", "-", stdin=zero)
+    assert (code, err) == (1, f"gpu2dra: -: larger than {MAX_MANIFEST_BYTES} bytes\n")
