@@ -15,6 +15,7 @@ from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.admission import ClusterView, Mutator, validate
+from app.catalog import Catalog
 from app.cluster import LiveCluster, OfflineCluster, load_api_client
 from app.manifests import (
     ManifestError,
@@ -66,6 +67,22 @@ def make_cluster(settings: Settings, metrics: Metrics) -> Cluster:
         log.info("no kubeconfig or in-cluster config: offline mode")
         return OfflineCluster(settings.policy)
     return LiveCluster(api, metrics, timeout=settings.api_timeout)
+
+
+def _translate_body(
+    body: bytes, policy: Policy, catalog: Catalog, namespace: str | None, mode: Any, as_yaml: bool
+) -> tuple[int, bytes]:
+    """POST /translate's work: the status and the answer."""
+    try:
+        result = translate_documents(load_documents(body), policy, catalog, namespace, mode)
+        if not as_yaml:
+            return 200, to_json(result)
+        head = "".join(f"# warning: {w}\n" for w in result.warnings)
+        return 200, (head + to_yaml(iter_output(result))).encode()
+    except ManifestError as err:
+        return 400, f"{err}\n".encode()
+    except UnicodeDecodeError:
+        return 400, b"the manifest is not UTF-8 text\n"
 
 
 def get_cluster(request: Request) -> Cluster:
@@ -238,18 +255,17 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
             raise HTTPException(404, "the /translate endpoint is turned off")
         if mode not in MODES:
             raise HTTPException(400, f"mode must be one of {', '.join(MODES)}")
-        try:
-            docs = load_documents(await body_of(request))
-            result = translate_documents(docs, settings.policy, cluster.catalog, namespace, mode)
-        except (ManifestError, UnicodeDecodeError) as err:
-            metrics.requests.labels("translate", "bad-request").inc()
-            return PlainTextResponse(f"{err}\n", status_code=400)
-        metrics.requests.labels("translate", "ok").inc()
-        accept = request.headers.get("accept", "")
-        if "yaml" in accept:
-            head = "".join(f"# warning: {w}\n" for w in result.warnings)
-            return Response(head + to_yaml(iter_output(result)), media_type="application/yaml")
-        return Response(to_json(result), media_type="application/json")
+        body = await body_of(request)
+        as_yaml = "yaml" in request.headers.get("accept", "")
+        # Parsing and writing a large manifest takes a while: off the event loop, so that
+        # admission answers and probes are not held up behind it.
+        status, answer = await asyncio.to_thread(
+            _translate_body, body, settings.policy, cluster.catalog, namespace, mode, as_yaml
+        )
+        metrics.requests.labels("translate", "ok" if status == 200 else "bad-request").inc()
+        if status != 200:
+            return PlainTextResponse(answer, status_code=status)
+        return Response(answer, media_type="application/yaml" if as_yaml else "application/json")
 
     @app.get("/healthz")
     async def healthz() -> PlainTextResponse:

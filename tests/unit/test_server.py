@@ -175,7 +175,7 @@ def test_translate_audit_mode_changes_nothing(client: TestClient) -> None:
         ("?mode=bogus", MANIFEST, 400, "mode must be one of enabled, audit, disabled"),
         ("", "kind: [", 400, "document 1: not valid YAML"),
         ("", "- 1\n- 2\n", 400, "document 1: not a Kubernetes object"),
-        ("", b"\xff\xfe", 400, "codec"),
+        ("", b"\xff\xfe", 400, "the manifest is not UTF-8 text"),
     ],
 )
 def test_translate_bad_input(
