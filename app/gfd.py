@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from app.kube import Obj
@@ -96,6 +97,13 @@ Cel = str | None
 def requirement_cel(req: Requirement, kind: NodeLabels) -> Cel:
     """The CEL selector that asks of a device what `req` asks of its node, for `kind` devices."""
     key, op, values = req
+    # Pods of one workload repeat the same few node terms: each is turned into CEL once
+    # (long value lists are not kept, so the cache stays small).
+    convert = _cached_cel if len(values) <= 16 else _cel
+    return convert(key, op, tuple(values), kind)
+
+
+def _cel(key: str, op: str, values: tuple[str, ...], kind: NodeLabels) -> Cel:
     if kind == "none":
         return None
     if op == "Exists" and key in (PRODUCT, FAMILY, MEMORY):
@@ -112,6 +120,9 @@ def requirement_cel(req: Requirement, kind: NodeLabels) -> Cel:
     else:
         return None
     return f"!({cel})" if op == "NotIn" else cel
+
+
+_cached_cel = lru_cache(maxsize=1024)(_cel)
 
 
 @dataclass(frozen=True, slots=True)

@@ -198,6 +198,7 @@ def _legacy_requests(
 # ---- writing claims ----------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1024)
 def request_name(resource: str) -> str:
     """`nvidia.com/mig-1g.10gb` -> `mig-1g-10gb`: a DNS label naming the request."""
     return dns_label(resource.rsplit("/", 1)[-1])
@@ -275,12 +276,17 @@ def _is_regular_init(field: str, container: Obj) -> bool:
 
 def _reads_visible_devices(container: Obj) -> bool:
     env = container.get("env")
-    if isinstance(env, list) and any(
-        isinstance(e, dict) and e.get("name") == "NVIDIA_VISIBLE_DEVICES" for e in env
-    ):
-        return True
-    words = [w for f in ("command", "args") if isinstance(ws := container.get(f), list) for w in ws]
-    return any(isinstance(w, str) and "NVIDIA_VISIBLE_DEVICES" in w for w in words)
+    if isinstance(env, list):
+        for entry in env:
+            if isinstance(entry, dict) and entry.get("name") == "NVIDIA_VISIBLE_DEVICES":
+                return True
+    for field in ("command", "args"):
+        words = container.get(field)
+        if isinstance(words, list):
+            for word in words:
+                if isinstance(word, str) and "NVIDIA_VISIBLE_DEVICES" in word:
+                    return True
+    return False
 
 
 def _claim_names_in_use(spec: Obj, pod_claims: list[Any]) -> set[str]:
