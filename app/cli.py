@@ -242,15 +242,17 @@ def _serve(args: argparse.Namespace) -> int:
     )
     config.load()
     assert config.ssl is not None
-    asyncio.run(
-        _run(
-            _server(config, args.drain_seconds),
-            harden(config.ssl),
-            cert,
-            key,
-            args.cert_reload_interval,
+    # The loop uvicorn would pick itself (uvloop when installed): asyncio.run would not.
+    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+        runner.run(
+            _run(
+                _server(config, args.drain_seconds),
+                harden(config.ssl),
+                cert,
+                key,
+                args.cert_reload_interval,
+            )
         )
-    )
     return 0
 
 
