@@ -77,7 +77,8 @@ def _translate_body(
         result = translate_documents(load_documents(body), policy, catalog, namespace, mode)
         if not as_yaml:
             return 200, to_json(result)
-        head = "".join(f"# warning: {w}\n" for w in result.warnings)
+        # A warning quotes names from the manifest: a line break in one would end the comment.
+        head = "".join(f"# warning: {' '.join(w.splitlines())}\n" for w in result.warnings)
         return 200, (head + to_yaml(iter_output(result))).encode()
     except ManifestError as err:
         return 400, f"{err}\n".encode()

@@ -162,6 +162,18 @@ def test_translate_yaml_with_warnings(client: TestClient) -> None:
     assert [d["kind"] for d in yaml.safe_load_all(response.text)] == ["Deployment", "ConfigMap"]
 
 
+@pytest.mark.parametrize("brk", ["\\n", "\\r", "\\x85", "\\u2028"])
+def test_translate_yaml_warning_with_a_line_break_stays_a_comment(
+    client: TestClient, brk: str
+) -> None:
+    manifest = MANIFEST.replace("nvidia.com/gpu: 1", "nvidia.com/gpu: 99").replace(
+        "name: web", f'name: "we{brk}b"'
+    )
+    response = client.post("/translate", content=manifest, headers={"accept": "application/yaml"})
+    assert response.text.startswith("# warning: document 1 (Deployment we b): container 'c'")
+    assert [d["kind"] for d in yaml.safe_load_all(response.text)] == ["Deployment", "ConfigMap"]
+
+
 def test_translate_audit_mode_changes_nothing(client: TestClient) -> None:
     body = client.post("/translate?mode=audit", content=MANIFEST).json()
     assert "resourceClaims" not in body["documents"][0]["spec"]["template"]["spec"]
