@@ -13,72 +13,18 @@ from typing import Any
 import orjson
 import yaml
 
+from app import yamlio
 from app.admission import describe
 from app.catalog import Catalog
 from app.kube import Obj
 from app.policy import SKIP_ANNOTATION, Mode, Policy
 from app.translate import translate
 
-MAX_ALIASES = 100  # real manifests use a few anchors; "billion laughs" bombs use thousands
-# Nodes aliases may add to a stream beyond its own size: even 100 aliases, each doubling the
-# one before, would stand for 2**100 nodes.
-MAX_ALIAS_NODES = 100_000
 MAX_DEPTH = 64
 
 
 class ManifestError(ValueError):
     """The input cannot be read; the message names the document."""
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses alias bombs. An alias shares its node, so loading stays cheap,
-    but whatever reads the documents (the walk, the JSON and YAML output) sees every alias
-    expanded: the aliases are counted, the nodes they add are counted, and an alias inside
-    its own anchor (a cycle) is refused."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.aliases = 0
-        self.nodes = 0  # as written
-        self.added = 0  # by aliases
-        self._sizes: dict[int, int] = {}  # id(node) -> the nodes it stands for, expanded
-        self._open: set[str] = set()  # anchors whose node is being composed
-
-    def compose_document(self) -> Any:
-        try:
-            node = super().compose_document()  # cheap: aliases share their nodes
-        finally:
-            self._sizes.clear()
-        if self.added > max(MAX_ALIAS_NODES, self.nodes):
-            raise ManifestError(
-                f"YAML aliases expand to more than {max(MAX_ALIAS_NODES, self.nodes)} nodes"
-            )
-        return node
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self.aliases += 1
-            if self.aliases > MAX_ALIASES:
-                raise ManifestError(f"more than {MAX_ALIASES} YAML aliases")
-            anchor = self.peek_event().anchor  # type: ignore[no-untyped-call]
-            if anchor in self._open:
-                raise ManifestError(f"YAML alias *{anchor} is inside its own anchor")
-            node = super().compose_node(parent, index)
-            self.added += self._sizes[id(node)]
-            return node
-        anchor = getattr(self.peek_event(), "anchor", None)  # type: ignore[no-untyped-call]
-        if anchor is not None:
-            self._open.add(anchor)
-        node = super().compose_node(parent, index)
-        self._open.discard(anchor)
-        size = 1
-        if isinstance(node, yaml.SequenceNode):
-            size += sum(self._sizes[id(item)] for item in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            size += sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
-        self._sizes[id(node)] = size
-        self.nodes += 1
-        return node
 
 
 def load_documents(text: bytes | str) -> list[Any]:
@@ -95,16 +41,10 @@ def load_documents(text: bytes | str) -> list[Any]:
             return _unpack(_as_json(docs))
     docs = []
     try:
-        # Without an anchor there can be no alias (and no bomb): libyaml parses it all.
-        loader = _Loader(raw) if "&" in raw else _FastLoader(raw)
-        try:
-            while loader.check_node():
-                docs.append(loader.construct_document(loader.get_node()))
-        finally:
-            loader.dispose()
+        docs.extend(yamlio.load_all(raw))
     except RecursionError:
         raise ManifestError(f"document {len(docs) + 1}: nested too deeply") from None
-    except ManifestError as err:
+    except yamlio.TooComplex as err:
         raise ManifestError(f"document {len(docs) + 1}: {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
@@ -239,17 +179,8 @@ def iter_output(result: Result) -> Iterator[Any]:
     yield from result.templates.values()
 
 
-class _FastLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """libyaml's parser where PyYAML has it: several times faster than the Python one."""
-
-
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
 def to_yaml(docs: Iterator[Any] | list[Any]) -> str:
-    return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, width=1 << 16)
+    return yamlio.dump_all(docs)
 
 
 def to_json(result: Result) -> bytes:

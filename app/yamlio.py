@@ -1,0 +1,272 @@
+"""YAML in and out with PyYAML's semantics (YAML 1.1, as kubectl reads it), at several times
+PyYAML's speed for the JSON-shaped documents Kubernetes manifests are.
+
+Reading keeps libyaml's parser and builds the Python objects directly instead of through
+PyYAML's generic constructor; writing emits block-style text for plain mappings, lists and
+scalars and asks PyYAML only about strings it cannot tell are plain. Anything unusual (merge
+keys, tags, multi-line strings, long keys, floats) takes PyYAML's own path, so the result is
+always what PyYAML gives.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
+
+MAX_ALIASES = 100  # real manifests use a few anchors; "billion laughs" bombs use thousands
+# Nodes aliases may add to a stream beyond its own size: even 100 aliases, each doubling the
+# one before, would stand for 2**100 nodes.
+MAX_ALIAS_NODES = 100_000
+
+_STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+_WIDTH = 1 << 16
+
+# PyYAML's implicit tags of YAML 1.1 (0644 is an int, yes a bool) for (self, kind, value,
+# implicit); untyped upstream.
+_resolve: Callable[[Any, Any, str, tuple[bool, bool]], str] = Resolver.resolve
+_CParser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_CDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class TooComplex(ValueError):
+    """The stream's aliases would expand beyond the limits."""
+
+
+class _NotSimple(Exception):
+    """This document needs PyYAML's generic path."""
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses alias bombs. An alias shares its node, so loading stays cheap,
+    but whatever reads the documents (the walk, the JSON and YAML output) sees every alias
+    expanded: the aliases are counted, the nodes they add are counted, and an alias inside
+    its own anchor (a cycle) is refused."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases = 0
+        self.nodes = 0  # as written
+        self.added = 0  # by aliases
+        self._sizes: dict[int, int] = {}  # id(node) -> the nodes it stands for, expanded
+        self._open: set[str] = set()  # anchors whose node is being composed
+
+    def compose_document(self) -> Any:
+        try:
+            node = super().compose_document()  # cheap: aliases share their nodes
+        finally:
+            self._sizes.clear()
+        if self.added > max(MAX_ALIAS_NODES, self.nodes):
+            raise TooComplex(
+                f"YAML aliases expand to more than {max(MAX_ALIAS_NODES, self.nodes)} nodes"
+            )
+        return node
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise TooComplex(f"more than {MAX_ALIASES} YAML aliases")
+            anchor = self.peek_event().anchor  # type: ignore[no-untyped-call]
+            if anchor in self._open:
+                raise TooComplex(f"YAML alias *{anchor} is inside its own anchor")
+            node = super().compose_node(parent, index)
+            self.added += self._sizes[id(node)]
+            return node
+        anchor = getattr(self.peek_event(), "anchor", None)  # type: ignore[no-untyped-call]
+        if anchor is not None:
+            self._open.add(anchor)
+        node = super().compose_node(parent, index)
+        self._open.discard(anchor)
+        size = 1
+        if isinstance(node, SequenceNode):
+            size += sum(self._sizes[id(item)] for item in node.value)
+        elif isinstance(node, MappingNode):
+            size += sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
+        self._sizes[id(node)] = size
+        self.nodes += 1
+        return node
+
+
+class _FastLoader(_CParser):  # type: ignore[misc,valid-type]
+    """libyaml's parser, for streams without anchors (so every node is a tree): implicit tags
+    are resolved once per distinct plain scalar, and documents are built by one recursion
+    over the nodes instead of PyYAML's generator-based constructor."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._tags: dict[str, str] = {}
+        self._values: dict[tuple[str, str], Any] = {}
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is ScalarNode and implicit[0]:
+            tag = self._tags.get(value)
+            if tag is None:
+                tag = self._tags[value] = _resolve(self, kind, value, implicit)
+            return tag
+        return _resolve(self, kind, value, implicit)
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        pass  # no path resolvers are registered: skip PyYAML's bookkeeping for them
+
+    def ascend_resolver(self) -> None:
+        pass
+
+    def construct_document(self, node: Any) -> Any:
+        try:
+            return self._build(node)
+        except _NotSimple:
+            return super().construct_document(node)
+
+    def _build(self, node: Any) -> Any:
+        tag = node.tag
+        if tag == _STR and node.__class__ is ScalarNode:
+            return node.value
+        if tag == _MAP and node.__class__ is MappingNode:
+            out = {}
+            for key, value in node.value:
+                if key.tag != _STR or key.__class__ is not ScalarNode:
+                    raise _NotSimple  # merge keys, non-string keys: PyYAML's rules
+                out[key.value] = self._build(value)
+            return out
+        if tag == _SEQ and node.__class__ is SequenceNode:
+            return [self._build(item) for item in node.value]
+        if node.__class__ is ScalarNode:
+            # ints, booleans, nulls, timestamps...: immutable, so built once per spelling
+            cached = (tag, node.value)
+            try:
+                return self._values[cached]
+            except KeyError:
+                built = self._values[cached] = self.construct_object(node, deep=True)
+                return built
+        raise _NotSimple
+
+
+def load_all(text: str) -> Iterable[Any]:
+    """The documents of a YAML stream, one at a time, as PyYAML's SafeLoader reads them.
+    Raises yaml.YAMLError, or TooComplex for alias bombs."""
+    # Without an anchor there can be no alias (and no bomb): every node is a tree.
+    loader = _Loader(text) if "&" in text else _FastLoader(text)
+    try:
+        while loader.check_node():
+            yield loader.construct_document(loader.get_node())
+    finally:
+        loader.dispose()
+
+
+class _Dumper(_CDumper):  # type: ignore[misc,valid-type]
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _pyyaml(data: Any) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=_WIDTH)
+
+
+# Strings certainly plain in PyYAML's eyes once they resolve to str: no indicator at the
+# start, no ': ', ' #', space, quote or flow character anywhere, nothing outside ASCII.
+_PLAIN = re.compile(r"[A-Za-z0-9_/][A-Za-z0-9_./=+-]*").fullmatch
+_IMPLICIT_FIRST = frozenset(k for k in Resolver.yaml_implicit_resolvers if k)
+_RESOLVER = Resolver()
+
+
+@lru_cache(maxsize=4096)
+def _quoted(value: str, key: bool) -> str:
+    """PyYAML's spelling of a string it does not write plain, as a key or a value."""
+    text = _pyyaml({value: None} if key else [value])
+    scalar = text[: -len(": null\n")] if key else text[2:-1]
+    if "\n" in scalar or scalar.startswith("? "):
+        raise _NotSimple  # multi-line or a complex key: depends on the indentation
+    return scalar
+
+
+def _string(value: str, key: bool) -> str:
+    if _PLAIN(value) and (value[0] not in _IMPLICIT_FIRST or _resolves_to_str(value)):
+        if key and len(value) >= 128:
+            raise _NotSimple  # PyYAML writes long keys as complex keys
+        return value
+    return _quoted(value, key)
+
+
+@lru_cache(maxsize=4096)
+def _resolves_to_str(value: str) -> bool:
+    return _resolve(_RESOLVER, ScalarNode, value, (True, False)) == _STR
+
+
+def _scalar(value: Any) -> str:
+    if value.__class__ is str:
+        return _string(value, False)
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "null"
+    if value.__class__ is int:
+        return str(value)
+    if value == {} and value.__class__ is dict:
+        return "{}"
+    if value == [] and value.__class__ is list:
+        return "[]"
+    raise _NotSimple  # floats, dates, binary: PyYAML's representers
+
+
+def _mapping(node: dict[Any, Any], indent: str, out: list[str], inline: bool) -> None:
+    for key, value in node.items():
+        if inline:
+            inline = False  # the first key goes on the line of its "- "
+        else:
+            out.append(indent)
+        if key.__class__ is not str:
+            raise _NotSimple
+        out.append(_string(key, True))
+        if value and value.__class__ is dict:
+            out.append(":\n")
+            _mapping(value, indent + "  ", out, False)
+        elif value and value.__class__ is list:
+            out.append(":\n")
+            _sequence(value, indent, out, False)  # PyYAML does not indent lists in mappings
+        else:
+            out.append(": ")
+            out.append(_scalar(value))
+            out.append("\n")
+
+
+def _sequence(node: list[Any], indent: str, out: list[str], inline: bool) -> None:
+    for item in node:
+        if inline:
+            inline = False
+        else:
+            out.append(indent)
+        out.append("- ")
+        if item and item.__class__ is dict:
+            _mapping(item, indent + "  ", out, True)
+        elif item and item.__class__ is list:
+            _sequence(item, indent + "  ", out, True)
+        else:
+            out.append(_scalar(item))
+            out.append("\n")
+
+
+def dump(document: Any) -> str:
+    """One document as PyYAML writes it (block style, keys in order, no aliases)."""
+    if document and document.__class__ is dict:
+        out: list[str] = []
+        try:
+            _mapping(document, "", out, False)
+            return "".join(out)
+        except _NotSimple:
+            pass
+    return _pyyaml(document)
+
+
+def dump_all(documents: Iterable[Any]) -> str:
+    """A YAML stream of `documents`, separated by `---`."""
+    return "---\n".join(dump(document) for document in documents)
