@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.kube import Obj
 from app.policy import NodeLabels
@@ -125,8 +124,7 @@ def _cel(key: str, op: str, values: tuple[str, ...], kind: NodeLabels) -> Cel:
 _cached_cel = lru_cache(maxsize=1024)(_cel)
 
 
-@dataclass(frozen=True, slots=True)
-class NodeSelection:
+class NodeSelection(NamedTuple):
     """What the pod's GFD node terms ask of devices, and the node terms left afterwards."""
 
     selectors: dict[NodeLabels, tuple[str, ...]]
@@ -138,6 +136,7 @@ class NodeSelection:
 
 
 REMOVE: Any = object()  # a spec_changes value: delete the field
+NO_SELECTION = NodeSelection({}, {}, ())
 
 
 def _requirements_of_term(term: Obj) -> list[Requirement] | None:

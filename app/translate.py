@@ -12,12 +12,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from app.catalog import Catalog
-from app.gfd import REMOVE, NodeSelection, select_devices
+from app.gfd import NO_SELECTION, REMOVE, select_devices
 from app.kube import MAX_DEVICES_PER_CLAIM, RESOURCE_API_VERSION, Obj, dns_label, is_dns_label
 from app.policy import Policy, ResourceMapping
 
@@ -27,13 +27,12 @@ TEMPLATE_PREFIX = "gpu2dra-"
 Path = tuple[str | int, ...]  # a location under the pod spec
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceRequest:
+class DeviceRequest(NamedTuple):
     """One `exactly` request: the only shape every 1.34+ cluster (and Kueue) understands."""
 
     name: str
     device_class: str
-    count: int
+    devices: int  # the request's `count`
     selectors: tuple[str, ...]
 
     @property
@@ -50,7 +49,7 @@ def _template(req: DeviceRequest) -> Obj:
     exactly: Obj = {
         "deviceClassName": req.device_class,
         "allocationMode": "ExactCount",
-        "count": req.count,
+        "count": req.devices,
     }
     if req.selectors:
         exactly["selectors"] = [{"cel": {"expression": s}} for s in req.selectors]
@@ -62,15 +61,14 @@ def _template(req: DeviceRequest) -> Obj:
         "apiVersion": RESOURCE_API_VERSION,
         "kind": "ResourceClaimTemplate",
         "metadata": {
-            "name": f"{TEMPLATE_PREFIX}{req.name}-x{req.count}-{digest}",
+            "name": f"{TEMPLATE_PREFIX}{req.name}-x{req.devices}-{digest}",
             "labels": MANAGED_BY,
         },
         "spec": {"spec": spec},
     }
 
 
-@dataclass(frozen=True, slots=True)
-class Translation:
+class Translation(NamedTuple):
     spec: Obj  # the translated pod spec; `is` the input when nothing changed
     templates: tuple[Obj, ...]
     warnings: tuple[str, ...]
@@ -120,16 +118,18 @@ def parse_count(value: Any) -> int | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Legacy:
+class _Legacy(NamedTuple):
     resource: str
-    count: int
+    devices: int
     mapping: ResourceMapping
     selectors: tuple[str, ...]  # the mapping's, with {profile} filled in
 
 
 def _is_gpu_resource(name: str) -> bool:
     return name.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
+
+
+_NONE: Obj = {}  # a missing limits or requests map; read only
 
 
 def _legacy_requests(
@@ -144,15 +144,18 @@ def _legacy_requests(
         warn.append(f"{field[:-1]} {container.get('name')!r}: {why}")
 
     limits, requests = resources.get("limits"), resources.get("requests")
-    limits = limits if isinstance(limits, dict) else {}
-    requests = requests if isinstance(requests, dict) else {}
+    limits = limits if isinstance(limits, dict) else _NONE
+    requests = requests if isinstance(requests, dict) else _NONE
+    names: Any = limits  # requests name the same resources as limits, as a rule
+    if requests and not requests.keys() <= limits.keys():
+        names = dict.fromkeys(itertools.chain(limits, requests))
     found: list[_Legacy] = []
-    for resource in dict.fromkeys(itertools.chain(limits, requests)):
+    for resource in names:
         if not isinstance(resource, str):
             continue
         hit = policy.mapping_for(resource)
-        if hit is None or (resource.endswith(".shared") and hit[0].is_pattern):
-            if _is_gpu_resource(resource) and resource.endswith(".shared"):
+        if hit is None or (hit[0].is_pattern and resource.endswith(".shared")):
+            if resource.endswith(".shared") and _is_gpu_resource(resource):
                 say(
                     f"{resource} (shared GPU replicas) has no faithful DRA equivalent; "
                     "left as is (map it in the policy to translate it)"
@@ -230,7 +233,11 @@ def claim_name(
 @dataclass(slots=True)
 class _Claim:
     name: str
-    request: DeviceRequest
+    template: Obj  # the ResourceClaimTemplate it is made from
+
+    @property
+    def template_name(self) -> str:
+        return self.template["metadata"]["name"]  # type: ignore[no-any-return]
 
 
 Shape = tuple[str, tuple[str, ...]]  # DeviceClass and selectors: what makes claims reusable
@@ -313,7 +320,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
         found = _legacy_requests(field, container, policy, warnings)
         if not found:
             continue
-        if isinstance(container["resources"].get("claims"), list | None):  # null: none yet
+        if isinstance(container["resources"].get("claims"), (list, type(None))):  # null: none yet
             legacy[field, index] = container, found
         else:
             warnings.append(
@@ -328,7 +335,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     if not isinstance(pod_claims, list):
         warnings.append("spec.resourceClaims is not a list; pod left as is")
         return _unchanged(spec, warnings)
-    used = [lg for _, found in legacy.values() for lg in found if lg.count]
+    used = [lg for _, found in legacy.values() for lg in found if lg.devices]
     missing = sorted({lg.mapping.device_class for lg in used} - catalog.classes.keys())
     if missing:
         warnings.append(
@@ -343,7 +350,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
                 "resource (KEP-5004): pods gpu2dra skips get DRA devices too; pick one owner"
             )
 
-    selection = NodeSelection({}, {}, ())
+    selection = NO_SELECTION
     if used:
         kinds = sorted({lg.mapping.node_labels for lg in used})
         selection = select_devices(spec, kinds, policy.keep_node_selectors)
@@ -355,7 +362,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     def device_request(lg: _Legacy) -> DeviceRequest:
         node: tuple[str, ...] = selection.selectors.get(lg.mapping.node_labels, ())
         return DeviceRequest(
-            request_name(lg.resource), lg.mapping.device_class, lg.count, lg.selectors + node
+            request_name(lg.resource), lg.mapping.device_class, lg.devices, lg.selectors + node
         )
 
     taken = _claim_names_in_use(spec, pod_claims)
@@ -366,25 +373,26 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     for (field, index), (container, found) in legacy.items():
         names = claims_of.setdefault((field, index), [])
         for lg in found:
-            if not lg.count:
+            if not lg.devices:
                 continue
             req = device_request(lg)
             shape = (req.device_class, req.selectors)
             if _is_regular_init(field, container):
                 # `names`: each device of the container counts once
-                if (cover := _cover(req.count, app_claims.get(shape, {}), names)) is not None:
+                if (cover := _cover(req.devices, app_claims.get(shape, {}), names)) is not None:
                     names.extend(c.name for c in cover)
                     continue
                 warnings.append(
                     f"initContainer {container.get('name')!r}: no app container asks for "
-                    f"{req.count} x {lg.resource}, so it gets a claim of its own and the pod "
+                    f"{req.devices} x {lg.resource}, so it gets a claim of its own and the pod "
                     "needs more devices than under the device plugin"
                 )
-            claim = _Claim(claim_name(str(container.get("name")), req.name, taken, salts), req)
+            name = claim_name(str(container.get("name")), req.name, taken, salts)
+            claim = _Claim(name, req.template())
             taken.add(claim.name)
             new_claims.append(claim)
             if field == "containers":
-                app_claims.setdefault(shape, {}).setdefault(req.count, []).append(claim)
+                app_claims.setdefault(shape, {}).setdefault(req.devices, []).append(claim)
             names.append(claim.name)
         if names and _reads_visible_devices(container):
             warnings.append(
@@ -406,10 +414,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     if new_claims:
         new_spec["resourceClaims"] = [
             *pod_claims,
-            *(
-                {"name": c.name, "resourceClaimTemplateName": c.request.template_name}
-                for c in new_claims
-            ),
+            *({"name": c.name, "resourceClaimTemplateName": c.template_name} for c in new_claims),
         ]
         touched.append(("resourceClaims",))
     for key, value in selection.spec_changes.items():
@@ -418,7 +423,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
         else:
             new_spec[key] = value
         touched.append((key,))
-    templates = {c.request.template_name: c.request.template() for c in new_claims}
+    templates = {c.template_name: c.template for c in new_claims}
     return Translation(
         new_spec, tuple(templates.values()), tuple(dict.fromkeys(warnings)), tuple(touched)
     )
