@@ -18,14 +18,7 @@ from typing import Any
 from app import logs
 from app.catalog import Catalog
 from app.certs import make_certs, service_names
-from app.manifests import (
-    ManifestError,
-    iter_output,
-    load_documents,
-    to_json,
-    to_yaml,
-    translate_documents,
-)
+from app.manifests import ManifestError, translate_text
 from app.policy import MODES, PolicyError, load_policy
 from app.tls import harden, reload_certificates
 
@@ -143,18 +136,18 @@ def _translate(args: argparse.Namespace) -> int:
     if len(raw) > MAX_MANIFEST_BYTES:
         raise ManifestError(f"{args.filename}: larger than {MAX_MANIFEST_BYTES} bytes")
     try:
-        docs = load_documents(raw)
+        text = raw.decode()
     except UnicodeDecodeError:
         raise ManifestError(f"{args.filename}: not UTF-8 text") from None
-    result = translate_documents(
-        docs, policy, Catalog.of(policy.device_classes), args.namespace, args.mode
+    catalog = Catalog.of(policy.device_classes)
+    # Linux says which CPUs this process may use (a container's share); elsewhere, one.
+    jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    rendered = translate_text(
+        text, policy, catalog, args.namespace, args.mode, args.output, jobs=jobs
     )
-    for warning in result.warnings:
+    for warning in rendered.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    if args.output == "json":
-        sys.stdout.buffer.write(to_json(result) + b"\n")
-    else:
-        sys.stdout.write(to_yaml(iter_output(result)))
+    sys.stdout.buffer.write(rendered.body + (b"\n" if args.output == "json" else b""))
     return 0
 
 

@@ -6,9 +6,12 @@ that embed pod templates (Kubeflow, Ray, JobSet, LeaderWorkerSet...) are all cov
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+import re
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from multiprocessing import get_context
+from typing import Any, Literal, NamedTuple
 
 import orjson
 import yaml
@@ -92,11 +95,26 @@ def _is_pod_spec(node: Obj) -> bool:
     )
 
 
+class Note(NamedTuple):
+    """What the translation of one document has to say: `document N (Kind name): text`."""
+
+    document: int  # its position among the documents, from 1
+    subject: str  # "Kind name"
+    text: str
+
+    def __str__(self) -> str:
+        return f"document {self.document} ({self.subject}): {self.text}"
+
+
 @dataclass
 class Result:
     documents: list[Any] = field(default_factory=list)
     templates: dict[tuple[str | None, str], Obj] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [str(note) for note in self.notes]
 
 
 def _skipped(metadata: Any) -> bool:
@@ -116,18 +134,21 @@ def translate_documents(
         ns = metadata.get("namespace") or namespace
         if not isinstance(ns, str | None):
             raise ManifestError(f"document {number}: metadata.namespace is not a string")
-        ident = metadata.get("name") or metadata.get("generateName") or f"#{number}"
-        name = f"document {number} ({doc.get('kind', 'object')} {ident})"
+        kind, ident = (
+            doc.get("kind", "object"),
+            metadata.get("name") or metadata.get("generateName"),
+        )
+        where = Note(number, f"{kind} {ident}" if ident else str(kind), "")
         skip = mode == "disabled" or ns in policy.skip_namespaces
         result.documents.append(
-            doc if skip else _walk(doc, name, ns, policy, catalog, mode, result, False, 0)
+            doc if skip else _walk(doc, where, ns, policy, catalog, mode, result, False, 0)
         )
     return result
 
 
 def _walk(
     node: Any,
-    name: str,
+    where: Note,
     ns: str | None,
     policy: Policy,
     catalog: Catalog,
@@ -138,9 +159,9 @@ def _walk(
 ) -> Any:
     """`node` with its pod specs translated: copies only along the paths that change."""
     if depth > MAX_DEPTH:
-        raise ManifestError(f"{name}: nested deeper than {MAX_DEPTH} levels")
+        raise ManifestError(str(where._replace(text=f"nested deeper than {MAX_DEPTH} levels")))
     if isinstance(node, list):
-        items = [_walk(v, name, ns, policy, catalog, mode, result, skip, depth + 1) for v in node]
+        items = [_walk(v, where, ns, policy, catalog, mode, result, skip, depth + 1) for v in node]
         return node if all(a is b for a, b in zip(items, node, strict=True)) else items
     if not isinstance(node, dict):
         return node
@@ -148,11 +169,11 @@ def _walk(
         if skip:
             return node
         t = translate(node, policy, catalog)
-        result.warnings.extend(f"{name}: {w}" for w in t.warnings)
+        result.notes.extend(where._replace(text=w) for w in t.warnings)
         if not t.changed:
             return node
         if mode == "audit":
-            result.warnings.append(f"{name}: would {describe(node, t)}")
+            result.notes.append(where._replace(text=f"would {describe(node, t)}"))
             return node
         for tpl in t.templates:
             meta = tpl["metadata"]
@@ -167,27 +188,127 @@ def _walk(
     skip = skip or (_skipped(node.get("metadata")) and isinstance(node.get("spec"), dict))
     changed = {}
     for key, value in node.items():
-        new = _walk(value, name, ns, policy, catalog, mode, result, skip, depth + 1)
+        new = _walk(value, where, ns, policy, catalog, mode, result, skip, depth + 1)
         if new is not value:
             changed[key] = new
     return {**node, **changed} if changed else node
 
 
-def iter_output(result: Result) -> Iterator[Any]:
-    """The translated documents in input order, then each generated template once."""
-    yield from result.documents
-    yield from result.templates.values()
+# ---- manifests in, text out, large streams over several processes -----------------------
+
+Output = Literal["yaml", "json"]
+PARALLEL_BYTES = 1 << 20  # below this, starting workers costs more than they save
+_MARKER = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)  # a document start
 
 
-def to_yaml(docs: Iterator[Any] | list[Any]) -> str:
-    return yamlio.dump_all(docs)
+class Rendered(NamedTuple):
+    """A translated manifest as text: the documents in input order, then each generated
+    template once (YAML), or `{documents, templates, warnings}` (JSON)."""
+
+    body: bytes
+    warnings: list[str]
 
 
-def to_json(result: Result) -> bytes:
-    return orjson.dumps(
-        {
-            "documents": result.documents,
-            "templates": list(result.templates.values()),
-            "warnings": result.warnings,
-        }
-    )
+class _Piece(NamedTuple):
+    documents: int
+    body: bytes  # the documents, rendered
+    templates: dict[tuple[str | None, str], Obj]
+    notes: list[Note]
+
+
+def translate_text(
+    text: str,
+    policy: Policy,
+    catalog: Catalog,
+    namespace: str | None,
+    mode: Mode,
+    output: Output,
+    jobs: int = 1,
+    min_bytes: int = PARALLEL_BYTES,
+) -> Rendered:
+    """Load, translate and render a manifest. A large YAML stream is cut at its document
+    markers, and `jobs` processes read, translate and render the pieces. Any error (or a
+    worker lost) reruns it all in this process, so that the message is the usual one."""
+    pieces = _pieces(text, jobs * 2) if jobs > 1 and len(text) >= min_bytes else []
+    if len(pieces) > 1:
+        job = (policy, catalog, namespace, mode, output)
+        try:
+            # fork: the workers inherit the policy and catalog instead of unpickling them
+            with ProcessPoolExecutor(
+                jobs, mp_context=get_context("fork"), initializer=_take_job, initargs=(job,)
+            ) as pool:
+                return _join(list(pool.map(_translate_piece, pieces)), output)
+        except Exception:
+            pass  # the rerun below reports it
+    return _join([_piece(text, policy, catalog, namespace, mode, output)], output)
+
+
+def _pieces(text: str, count: int) -> list[str]:
+    """`text` cut into about `count` streams of whole documents. Directives (%YAML, %TAG)
+    belong to the document after them and anchors may be used across documents: such a
+    stream (or JSON) stays whole."""
+    if text.lstrip().startswith(("{", "[", "%")) or "\n%" in text or "&" in text:
+        return [text]
+    cuts = [0]
+    for i in range(1, count):
+        marker = _MARKER.search(text, max(cuts[-1] + 1, len(text) * i // count))
+        if marker is None:
+            break
+        cuts.append(marker.start())
+    cuts.append(len(text))
+    return [text[a:b] for a, b in itertools.pairwise(cuts) if a < b]
+
+
+def _piece(
+    text: str, policy: Policy, catalog: Catalog, namespace: str | None, mode: Mode, output: Output
+) -> _Piece:
+    result = translate_documents(load_documents(text), policy, catalog, namespace, mode)
+    if output == "json":
+        body = b",".join(orjson.dumps(doc) for doc in result.documents)
+    else:
+        body = yamlio.dump_all(result.documents).encode()
+    return _Piece(len(result.documents), body, result.templates, result.notes)
+
+
+_job: tuple[Policy, Catalog, str | None, Mode, Output] | None = None
+
+
+def _take_job(job: tuple[Policy, Catalog, str | None, Mode, Output]) -> None:
+    global _job
+    _job = job
+
+
+def _translate_piece(text: str) -> _Piece:
+    assert _job is not None, "set by the pool's initializer"
+    return _piece(text, *_job)
+
+
+def _join(pieces: list[_Piece], output: Output) -> Rendered:
+    """The pieces as one stream: documents renumbered, templates once, in order."""
+    notes: list[Note] = []
+    templates: dict[tuple[str | None, str], Obj] = {}
+    offset = 0
+    for piece in pieces:
+        notes.extend(n._replace(document=n.document + offset) for n in piece.notes)
+        offset += piece.documents
+        for key, template in piece.templates.items():
+            templates.setdefault(key, template)
+    warnings = [str(note) for note in notes]
+    bodies = [piece.body for piece in pieces if piece.body]
+    if output == "json":
+        body = b"".join(
+            (
+                b'{"documents":[',
+                b",".join(bodies),
+                b'],"templates":',
+                orjson.dumps(list(templates.values())),
+                b',"warnings":',
+                orjson.dumps(warnings),
+                b"}",
+            )
+        )
+    else:
+        if templates:
+            bodies.append(yamlio.dump_all(templates.values()).encode())
+        body = b"---\n".join(bodies)
+    return Rendered(body, warnings)

@@ -146,8 +146,6 @@ def workload_of(
     if not +gpus:
         return None
     result = translate_documents([obj], policy, catalog, namespace, "enabled")
-    prefix = "document 1 ("
-    warnings = [w.split("): ", 1)[1] if w.startswith(prefix) else w for w in result.warnings]
     return Workload(
         namespace=namespace,
         kind=kind,
@@ -155,7 +153,7 @@ def workload_of(
         replicas=_replicas(obj),
         gpus=dict(sorted(gpus.items())),
         templates=[_describe_template(t) for t in result.templates.values()],
-        warnings=list(dict.fromkeys(warnings)),
+        warnings=list(dict.fromkeys(note.text for note in result.notes)),
     )
 
 

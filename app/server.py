@@ -17,14 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from app.admission import ClusterView, Mutator, validate
 from app.catalog import Catalog
 from app.cluster import LiveCluster, OfflineCluster, load_api_client
-from app.manifests import (
-    ManifestError,
-    iter_output,
-    load_documents,
-    to_json,
-    to_yaml,
-    translate_documents,
-)
+from app.manifests import ManifestError, Output, translate_text
 from app.metrics import Metrics
 from app.policy import MODES, Policy
 from app.reviews import (
@@ -74,12 +67,13 @@ def _translate_body(
 ) -> tuple[int, bytes]:
     """POST /translate's work: the status and the answer."""
     try:
-        result = translate_documents(load_documents(body), policy, catalog, namespace, mode)
+        output: Output = "yaml" if as_yaml else "json"
+        rendered = translate_text(body.decode(), policy, catalog, namespace, mode, output)
         if not as_yaml:
-            return 200, to_json(result)
+            return 200, rendered.body
         # A warning quotes names from the manifest: a line break in one would end the comment.
-        head = "".join(f"# warning: {' '.join(w.splitlines())}\n" for w in result.warnings)
-        return 200, (head + to_yaml(iter_output(result))).encode()
+        head = "".join(f"# warning: {' '.join(w.splitlines())}\n" for w in rendered.warnings)
+        return 200, head.encode() + rendered.body
     except ManifestError as err:
         return 400, f"{err}\n".encode()
     except UnicodeDecodeError:

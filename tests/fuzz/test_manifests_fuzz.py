@@ -3,8 +3,6 @@ YAML bombs and oversized input, rejected within bounded time and memory."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import subprocess
 import sys
 import time
@@ -19,7 +17,9 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.catalog import Catalog
 from app.cli import MAX_MANIFEST_BYTES, main
+from app.manifests import ManifestError, translate_text
 from app.policy import load_policy
 from app.server import Settings, create_app
 from tests.fuzz.conftest import (
@@ -97,19 +97,18 @@ def test_corpus_translate(client: TestClient, path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", corpus("translate"), ids=lambda p: p.name)
-def test_corpus_cli(path: Path) -> None:
+def test_corpus_cli(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`gpu2dra translate -f FILE`: exit 1 with one line on stderr, or exit 0 and YAML."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["translate", "-f", str(path)])
+    code = main(["translate", "-f", str(path)])
+    out, err = capsys.readouterr()
     if outcome_of(path) == "400":
         assert code == 1
-        assert err.getvalue().startswith("gpu2dra: ") and err.getvalue().count("\n") == 1
+        assert err.startswith("gpu2dra: ") and err.count("\n") == 1
     else:
-        assert code == 0, err.getvalue()
-        list(yaml.safe_load_all(out.getvalue()))
-        warned = [line for line in err.getvalue().splitlines() if line.startswith("warning: ")]
-        assert bool(warned) == (outcome_of(path) == "warned"), err.getvalue()
+        assert code == 0, err
+        list(yaml.safe_load_all(out))
+        warned = [line for line in err.splitlines() if line.startswith("warning: ")]
+        assert bool(warned) == (outcome_of(path) == "warned"), err
 
 
 # ---- random input ------------------------------------------------------------------------
@@ -179,6 +178,23 @@ def manifests(draw: st.DrawFn) -> bytes:
 )
 def test_random_manifests(client: TestClient, body: bytes, mode: str, accept: str) -> None:
     translate(client, body, accept=accept, mode=mode, namespace="ml")
+
+
+def _outcome(text: str, jobs: int) -> Any:
+    policy = load_policy(CORPUS_POLICY)
+    catalog = Catalog.of(policy.device_classes)
+    try:
+        return translate_text(text, policy, catalog, "ml", "enabled", "yaml", jobs, min_bytes=0)
+    except ManifestError as err:
+        return str(err)
+
+
+@settings(FUZZ, max_examples=40)
+@given(streams=st.lists(manifests(), min_size=2, max_size=4))
+def test_streams_cut_into_pieces_translate_as_one(streams: list[bytes]) -> None:
+    """The processes `gpu2dra translate` spreads a large stream over give what one would."""
+    text = "".join(f"---\n{s.decode('utf-8', 'replace')}\n" for s in streams)
+    assert _outcome(text, jobs=2) == _outcome(text, jobs=1)
 
 
 @settings(FUZZ, max_examples=100)

@@ -12,7 +12,14 @@ import yaml
 
 from app.catalog import Catalog
 from app.cli import main
-from app.manifests import ManifestError, load_documents, translate_documents
+from app.manifests import (
+    ManifestError,
+    Output,
+    _pieces,
+    load_documents,
+    translate_documents,
+    translate_text,
+)
 from app.policy import Policy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,3 +189,49 @@ def test_python_m_app_reads_stdin() -> None:
         cwd=ROOT,
     )
     assert [d["kind"] for d in yaml.safe_load_all(done.stdout)] == ["Pod", "ResourceClaimTemplate"]
+
+
+# ---- large streams over several processes --------------------------------------------------
+
+PIECES = [
+    "kind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c, resources: {limits: "
+    "{nvidia.com/gpu: 99}}}]}\n",  # a warning
+    "kind: List\nitems:\n- kind: Pod\n  metadata: {name: b}\n  spec:\n"
+    "    containers: [{name: c, resources: {limits: {nvidia.com/gpu: 1}}}]\n- kind: Service\n",
+    "",  # an empty document
+    "kind: Job\nmetadata: {name: j, namespace: ml}\nspec: {template: {spec: {containers: "
+    "[{name: c, resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpu.shared: 1}}}]}}}\n",
+]
+
+
+@pytest.mark.parametrize("output", ["yaml", "json"])
+def test_a_stream_cut_into_pieces_translates_as_one(
+    policy: Policy, catalog: Catalog, output: Output
+) -> None:
+    text = "---\n".join(PIECES * 5)
+    assert len(_pieces(text, 4)) == 4, "the stream is cut"
+    whole = translate_text(text, policy, catalog, "ns", "enabled", output)
+    cut = translate_text(text, policy, catalog, "ns", "enabled", output, jobs=2, min_bytes=0)
+    assert cut == whole
+    # numbered as in the whole stream: a List's items count, an empty document does not
+    numbers = [w.split(" (")[0] for w in cut.warnings]
+    assert numbers == [f"document {4 * g + n}" for g in range(5) for n in (1, 4)]
+
+
+def test_an_error_in_a_later_piece_reads_as_usual(policy: Policy, catalog: Catalog) -> None:
+    text = "---\n".join([*PIECES * 5, "kind: [\n", *PIECES])
+    with pytest.raises(ManifestError) as whole:
+        translate_text(text, policy, catalog, None, "enabled", "yaml")
+    with pytest.raises(ManifestError) as cut:
+        translate_text(text, policy, catalog, None, "enabled", "yaml", jobs=2, min_bytes=0)
+    assert str(cut.value) == str(whole.value)
+    assert str(cut.value).startswith("document 21: not valid YAML at line 87")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a: &x 1\n---\nb: *x\n", "%YAML 1.1\n---\na: 1\n---\nb: 2\n", '{"kind": "List"}'],
+    ids=["anchors", "directives", "json"],
+)
+def test_streams_that_must_stay_whole(text: str) -> None:
+    assert _pieces(text, 4) == [text]
