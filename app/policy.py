@@ -165,7 +165,9 @@ def parse_policy(raw: Any) -> Policy:
     _expect(isinstance(raw, dict), "policy", "must be a YAML map")
     unknown = set(raw) - _KEYS
     _expect(not unknown, "policy", f"unknown field(s): {', '.join(sorted(unknown))}")
-    mappings = raw.get("mappings", {})
+    # A field left out takes the embedded default, mappings too: a file that only says
+    # `defaultMode: enabled` still translates nvidia.com/gpu.
+    mappings = raw.get("mappings", _DEFAULT_MAPPINGS)
     _expect(isinstance(mappings, dict), "mappings", "must be a map of resource name to mapping")
     keep = raw.get("keepNodeSelectors", False)
     _expect(isinstance(keep, bool), "keepNodeSelectors", "must be true or false")
@@ -189,6 +191,9 @@ def parse_policy(raw: Any) -> Policy:
         skip_namespaces=frozenset(skip),
         device_classes=tuple(classes),
     )
+
+
+_DEFAULT_MAPPINGS = yaml.safe_load(DEFAULT_POLICY_YAML)["mappings"]
 
 
 def load_policy(path: Path | None) -> Policy:

@@ -33,6 +33,15 @@ def test_policy_file(tmp_path: Path) -> None:
     assert policy.mapping_for("example.com/fpga")[0].device_class == "fpga.example.com"  # type: ignore[index]
 
 
+def test_a_field_left_out_takes_the_default(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text("defaultMode: enabled\n")
+    policy = load_policy(path)
+    assert policy.default_mode == "enabled"
+    assert policy.mappings == load_policy(None).mappings
+    assert policy.mapping_for("nvidia.com/gpu")[0].device_class == "gpu.nvidia.com"  # type: ignore[index]
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
