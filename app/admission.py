@@ -6,7 +6,7 @@ for the live webhook, the offline mode and the tests.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,6 +34,9 @@ class ClusterView(Protocol):
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None: ...
 
+    def has_templates(self, namespace: str, templates: Iterable[Obj]) -> bool:
+        """Each template is known to exist in `namespace` (from the cache: no API call)."""
+
     async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
         """Make sure each template exists in `namespace`; raise TemplateError if not."""
 
@@ -45,6 +48,9 @@ class ClusterView(Protocol):
 
 
 Request = tuple[str, str]  # request (or request/subrequest) name, DeviceClass name
+# The answer, or, only when the API server must be asked first, a coroutine that gives it:
+# most answers need no await, and so no timer for the deadline either.
+Decision = AdmissionResponse | Coroutine[Any, Any, AdmissionResponse]
 
 
 # ---- mutation ----------------------------------------------------------------------------
@@ -110,7 +116,7 @@ class Mutator:
             return f"annotated {SKIP_ANNOTATION}"
         return None
 
-    async def __call__(self, request: AdmissionRequest, cluster: ClusterView) -> AdmissionResponse:
+    def __call__(self, request: AdmissionRequest, cluster: ClusterView) -> Decision:
         uid = request["uid"]
         if self.skip_reason(request):
             return allowed(uid)
@@ -125,21 +131,28 @@ class Mutator:
         translation = translate(spec, self.policy, cluster.catalog)
         if not translation.changed:
             return allowed(uid, translation.warnings)
-        summary = describe(spec, translation)
         if mode == "audit":
+            summary = describe(spec, translation)
             return allowed(
                 uid,
                 [f"gpu2dra audit: would {summary}", *translation.warnings],
                 auditAnnotations={AUDIT_ANNOTATION: summary[:2000]},
             )
-        if not request.get("dryRun"):
-            try:
-                await cluster.ensure_templates(namespace, translation.templates)
-            except TemplateError as err:
-                return self.failed(
-                    uid, f"could not create ResourceClaimTemplates: {err}", translation.warnings
-                )
-        return patched(uid, patch_ops(spec, translation), translation.warnings)
+        answer = patched(uid, patch_ops(spec, translation), translation.warnings)
+        if request.get("dryRun") or cluster.has_templates(namespace, translation.templates):
+            return answer
+        return self._after_templates(answer, namespace, translation, cluster)
+
+    async def _after_templates(
+        self, answer: AdmissionResponse, namespace: str, t: Translation, cluster: ClusterView
+    ) -> AdmissionResponse:
+        try:
+            await cluster.ensure_templates(namespace, t.templates)
+        except TemplateError as err:
+            return self.failed(
+                answer["uid"], f"could not create ResourceClaimTemplates: {err}", t.warnings
+            )
+        return answer
 
     def failed(self, uid: str, why: str, warnings: Iterable[str] = ()) -> AdmissionResponse:
         """gpu2dra could not do its part: admit unchanged with a warning, or deny (onError)."""
@@ -201,7 +214,7 @@ def _missing(requests: list[Request], catalog: Catalog) -> list[Request]:
     return [(r, c) for r, c in requests if c not in catalog]
 
 
-async def validate(request: AdmissionRequest, cluster: ClusterView) -> AdmissionResponse:
+def validate(request: AdmissionRequest, cluster: ClusterView) -> Decision:
     uid = request["uid"]
     obj = request.get("object")
     kind = request["kind"]
@@ -224,9 +237,17 @@ async def validate(request: AdmissionRequest, cluster: ClusterView) -> Admission
         return allowed(uid)
     if kind["kind"] != "Pod" or request["operation"] != "CREATE":
         return allowed(uid)
-    warnings = []
     claims = spec.get("resourceClaims")
-    for claim in claims if isinstance(claims, list) else []:
+    if not isinstance(claims, list) or not claims:
+        return allowed(uid)
+    return _validate_pod_claims(uid, what, namespace, claims, cluster)
+
+
+async def _validate_pod_claims(
+    uid: str, what: str, namespace: str, claims: list[Any], cluster: ClusterView
+) -> AdmissionResponse:
+    warnings = []
+    for claim in claims:
         if not isinstance(claim, dict):
             continue
         if tpl := claim.get("resourceClaimTemplateName"):

@@ -196,6 +196,9 @@ class LiveCluster:
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         return self.namespaces.get(name)
 
+    def has_templates(self, namespace: str, templates: Iterable[Obj]) -> bool:
+        return all(self.templates.get((namespace, t["metadata"]["name"])) for t in templates)
+
     async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
         pending = []
         for tpl in templates:
@@ -283,6 +286,9 @@ class OfflineCluster:
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         return None
+
+    def has_templates(self, namespace: str, templates: Iterable[Obj]) -> bool:
+        return True  # offline, templates are returned, never created
 
     async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
         return None

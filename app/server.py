@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
@@ -14,7 +14,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app.admission import ClusterView, Mutator, validate
+from app.admission import ClusterView, Decision, Mutator, validate
 from app.catalog import Catalog
 from app.cluster import LiveCluster, OfflineCluster, load_api_client
 from app.manifests import ManifestError, Output, translate_text
@@ -100,7 +100,7 @@ class Admission:
     def __init__(
         self,
         endpoint: str,
-        decide: Callable[[AdmissionRequest], Awaitable[AdmissionResponse]],
+        decide: Callable[[AdmissionRequest], Decision],
         late: Callable[[AdmissionRequest], AdmissionResponse],
         settings: Settings,
         metrics: Metrics,
@@ -126,10 +126,13 @@ class Admission:
             self.results["bad-request"].inc()
             return await _answer(send, 400, f"{err}\n".encode(), _TEXT)
         try:
-            async with asyncio.timeout(self.deadline):
-                response = await self.decide(adm)
-        except TimeoutError:
-            response = self.late(adm)
+            response = self.decide(adm)
+            if isinstance(response, Coroutine):  # the API server is asked: bounded
+                try:
+                    async with asyncio.timeout(self.deadline):
+                        response = await response
+                except TimeoutError:
+                    response = self.late(adm)
         except Exception:
             log.exception(
                 "%s failed", self.endpoint, extra={"uid": adm["uid"], "endpoint": self.endpoint}
@@ -219,19 +222,31 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def mutate(adm: AdmissionRequest) -> AdmissionResponse:
-        response = await mutator(adm, app.state.cluster)
+    def mutate(adm: AdmissionRequest) -> Decision:
+        decision = mutator(adm, app.state.cluster)
+        if not isinstance(decision, Coroutine):
+            count_translation(decision)
+            return decision
+
+        async def counted() -> AdmissionResponse:
+            return count_translation(await decision)
+
+        return counted()
+
+    translated = {m: metrics.translations.labels(m) for m in ("enabled", "audit")}
+
+    def count_translation(response: AdmissionResponse) -> AdmissionResponse:
         if "patch" in response:
-            metrics.translations.labels("enabled").inc()
+            translated["enabled"].inc()
         elif "auditAnnotations" in response:
-            metrics.translations.labels("audit").inc()
+            translated["audit"].inc()
         return response
 
     def mutate_late(adm: AdmissionRequest) -> AdmissionResponse:
         return mutator.failed(adm["uid"], f"did not answer within {settings.deadline:g}s")
 
-    async def validate_(adm: AdmissionRequest) -> AdmissionResponse:
-        return await validate(adm, app.state.cluster)
+    def validate_(adm: AdmissionRequest) -> Decision:
+        return validate(adm, app.state.cluster)
 
     def validate_late(adm: AdmissionRequest) -> AdmissionResponse:
         why = f"gpu2dra could not check DeviceClasses within {settings.deadline:g}s"

@@ -25,6 +25,9 @@ class FakeCluster:
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         return self.labels.get(name)
 
+    def has_templates(self, namespace: str, templates: Iterable[Obj]) -> bool:
+        return False  # every pod's templates are "created", and recorded in `created`
+
     async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
         if self.fail_with:
             raise TemplateError(self.fail_with)

@@ -5,13 +5,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+from collections.abc import Coroutine
 from typing import Any
 
 import jsonpatch
 import orjson
 import pytest
 
-from app.admission import AUDIT_ANNOTATION, Mutator, patch_ops, requests_of, validate
+from app.admission import (
+    AUDIT_ANNOTATION,
+    Decision,
+    Mutator,
+    patch_ops,
+    requests_of,
+    validate,
+)
 from app.policy import Policy, load_policy, parse_policy
 from app.reviews import AdmissionRequest, AdmissionResponse
 from app.translate import translate
@@ -56,8 +64,8 @@ def enabled(**labels: str) -> FakeCluster:
     return FakeCluster(labels={"ml": {"gpu2dra.io/migration": "enabled", **labels}})
 
 
-def run(coro: Any) -> AdmissionResponse:
-    return asyncio.run(coro)  # type: ignore[no-any-return]
+def run(decision: Decision) -> AdmissionResponse:
+    return asyncio.run(decision) if isinstance(decision, Coroutine) else decision
 
 
 def apply(obj: Obj, response: AdmissionResponse) -> Obj:
