@@ -7,14 +7,23 @@ for the live webhook, the offline mode and the tests.
 from __future__ import annotations
 
 from collections.abc import Coroutine, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+import orjson
 
 from app.catalog import Catalog
 from app.kube import RESOURCE_GROUP, Obj
 from app.policy import SKIP_ANNOTATION, Policy
-from app.reviews import AdmissionRequest, AdmissionResponse, allowed, denied, patched
-from app.translate import Path, Translation, translate
+from app.reviews import (
+    AdmissionRequest,
+    AdmissionResponse,
+    allowed,
+    denied,
+    encode_patch,
+    patched,
+)
+from app.translate import Path, Translation, asks_extended_resources, translate
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 AUDIT_ANNOTATION = "gpu2dra.io/would-translate"
@@ -93,9 +102,39 @@ def patch_ops(spec: Obj, translation: Translation) -> list[Obj]:
     return ops
 
 
+MEMO_SIZE = 1024  # pod shapes remembered: a cluster runs far fewer distinct GPU workloads
+
+# What translate() reads of a container: the rest (image, mounts, a per-pod volume name...)
+# differs between replicas without changing their translation.
+_READ = ("name", "resources", "restartPolicy", "env", "command", "args")
+
+
+def shape_of(spec: Obj) -> bytes:
+    """Everything translate() reads of a pod spec, as bytes: replicas of a workload share it."""
+    parts: list[Any] = [spec.get("resourceClaims"), spec.get("nodeSelector"), spec.get("affinity")]
+    for name in ("containers", "initContainers"):
+        items = spec.get(name)
+        if isinstance(items, list):
+            items = [[c.get(k) for k in _READ] if isinstance(c, dict) else c for c in items]
+        parts.append(items)
+    return orjson.dumps(parts)
+
+
+class Outcome(NamedTuple):
+    """What translating one shape of pod spec gives, the same for every pod of that shape."""
+
+    catalog: Catalog  # the one it was computed with: a new catalog can change it
+    warnings: tuple[str, ...]
+    templates: tuple[Obj, ...]
+    patch: str  # base64 JSON patch of the touched subtrees; "" when nothing changes
+    summary: str  # what the patch does, in words
+
+
 @dataclass(frozen=True, slots=True)
 class Mutator:
     policy: Policy
+    # shape_of(spec) -> Outcome: the pods of a Deployment or Job are translated once
+    _memo: dict[bytes, Outcome] = field(default_factory=dict, init=False, compare=False)
 
     def skip_reason(self, request: AdmissionRequest) -> str | None:
         if request["kind"].get("kind") != "Pod" or request.get("subResource"):
@@ -126,31 +165,46 @@ class Mutator:
             return self.failed(uid, "has not synced its caches yet")
         mode = self.policy.mode_for(cluster.namespace_labels(namespace))
         spec = pod.get("spec")
-        if mode == "disabled" or not isinstance(spec, dict):
+        if mode == "disabled" or not isinstance(spec, dict) or not asks_extended_resources(spec):
             return allowed(uid)
-        translation = translate(spec, self.policy, cluster.catalog)
-        if not translation.changed:
-            return allowed(uid, translation.warnings)
+        outcome = self.outcome(spec, cluster.catalog)
+        if not outcome.patch:
+            return allowed(uid, outcome.warnings)
         if mode == "audit":
-            summary = describe(spec, translation)
             return allowed(
                 uid,
-                [f"gpu2dra audit: would {summary}", *translation.warnings],
-                auditAnnotations={AUDIT_ANNOTATION: summary[:2000]},
+                [f"gpu2dra audit: would {outcome.summary}", *outcome.warnings],
+                auditAnnotations={AUDIT_ANNOTATION: outcome.summary[:2000]},
             )
-        answer = patched(uid, patch_ops(spec, translation), translation.warnings)
-        if request.get("dryRun") or cluster.has_templates(namespace, translation.templates):
+        answer = patched(uid, outcome.patch, outcome.warnings)
+        if request.get("dryRun") or cluster.has_templates(namespace, outcome.templates):
             return answer
-        return self._after_templates(answer, namespace, translation, cluster)
+        return self._after_templates(answer, namespace, outcome, cluster)
+
+    def outcome(self, spec: Obj, catalog: Catalog) -> Outcome:
+        """translate() and its patch, remembered per pod shape."""
+        shape = shape_of(spec)
+        known = self._memo.get(shape)
+        if known is not None and known.catalog is catalog:
+            return known
+        t = translate(spec, self.policy, catalog)
+        patch = encode_patch(patch_ops(spec, t)) if t.changed else ""
+        outcome = Outcome(
+            catalog, t.warnings, t.templates, patch, describe(spec, t) if patch else ""
+        )
+        if len(self._memo) >= MEMO_SIZE:
+            del self._memo[next(iter(self._memo))]  # the oldest
+        self._memo[shape] = outcome
+        return outcome
 
     async def _after_templates(
-        self, answer: AdmissionResponse, namespace: str, t: Translation, cluster: ClusterView
+        self, answer: AdmissionResponse, namespace: str, outcome: Outcome, cluster: ClusterView
     ) -> AdmissionResponse:
         try:
-            await cluster.ensure_templates(namespace, t.templates)
+            await cluster.ensure_templates(namespace, outcome.templates)
         except TemplateError as err:
             return self.failed(
-                answer["uid"], f"could not create ResourceClaimTemplates: {err}", t.warnings
+                answer["uid"], f"could not create ResourceClaimTemplates: {err}", outcome.warnings
             )
         return answer
 

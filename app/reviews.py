@@ -111,12 +111,17 @@ def denied(
     return response
 
 
-def patched(uid: str, ops: list[Obj], warnings: Iterable[str] = ()) -> AdmissionResponse:
-    if not ops:
-        return allowed(uid, warnings)
+def encode_patch(ops: list[Obj]) -> str:
+    """A JSON patch as an AdmissionResponse carries it: base64 of the JSON."""
+    return base64.b64encode(orjson.dumps(ops)).decode()
+
+
+def patched(uid: str, patch: str, warnings: Iterable[str] = ()) -> AdmissionResponse:
+    """Allowed with `patch` (from `encode_patch`) applied; an empty patch changes nothing."""
     response = allowed(uid, warnings)
-    response["patchType"] = "JSONPatch"
-    response["patch"] = base64.b64encode(orjson.dumps(ops)).decode()
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = patch
     return response
 
 

@@ -312,8 +312,28 @@ def _unchanged(spec: Obj, warnings: list[str]) -> Translation:
     return Translation(spec, (), tuple(dict.fromkeys(warnings)), ())
 
 
+def asks_extended_resources(spec: Obj) -> bool:
+    """Whether any container asks for a resource named with a domain (`vendor/name`): every
+    mapped resource is, and most pods ask only for cpu and memory."""
+    for field in ("containers", "initContainers"):
+        items = spec.get(field)
+        for container in items if isinstance(items, list) else ():
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if not isinstance(resources, dict):
+                continue
+            for key in ("limits", "requests"):
+                amounts = resources.get(key)
+                if isinstance(amounts, dict) and any(
+                    isinstance(name, str) and "/" in name for name in amounts
+                ):
+                    return True
+    return False
+
+
 def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     """Rewrite the legacy GPU requests of one pod spec into DRA claims."""
+    if not asks_extended_resources(spec):
+        return _unchanged(spec, [])
     warnings: list[str] = []
     legacy: dict[tuple[str, int], tuple[Obj, list[_Legacy]]] = {}
     for field, index, container in _containers(spec):

@@ -11,20 +11,24 @@ from typing import Any
 import jsonpatch
 import orjson
 import pytest
+from hypothesis import given, settings
 
 from app.admission import (
     AUDIT_ANNOTATION,
+    MEMO_SIZE,
     Decision,
     Mutator,
     patch_ops,
     requests_of,
     validate,
 )
+from app.catalog import Catalog
 from app.policy import Policy, load_policy, parse_policy
 from app.reviews import AdmissionRequest, AdmissionResponse
 from app.translate import translate
 from tests.unit.fake import FakeCluster
 from tests.unit.pods import PRODUCT_A100, container, gpu
+from tests.unit.test_properties import pod_specs
 
 Obj = dict[str, Any]
 
@@ -319,3 +323,48 @@ def test_delete_is_not_validated() -> None:
 
 def test_default_policy_is_loaded() -> None:
     assert load_policy(None).default_mode == "disabled"
+
+
+# ---- the memo: pods of one shape are translated once -------------------------------------
+
+
+def _replica(spec: Obj, n: int) -> Obj:
+    """`spec` as another replica of its workload: what translate() does not read differs."""
+    containers = [
+        {**c, "image": f"img:{n}", "volumeMounts": [{"name": f"kube-api-access-{n}"}]}
+        if isinstance(c, dict)
+        else c
+        for c in spec.get("containers") or []
+    ]
+    return {**spec, "containers": containers, "volumes": [{"name": f"kube-api-access-{n}"}]}
+
+
+@settings(max_examples=150, deadline=None)
+@given(spec=pod_specs, other=pod_specs)
+def test_a_remembered_outcome_is_the_fresh_one(spec: Obj, other: Obj) -> None:
+    policy = load_policy(None)
+    catalog = Catalog.of(policy.device_classes)
+    memo = Mutator(policy)
+    memo.outcome(spec, catalog)
+    for later in (_replica(spec, 1), other):
+        assert memo.outcome(later, catalog) == Mutator(policy).outcome(later, catalog)
+
+
+def test_replicas_share_one_outcome(policy: Policy, catalog: Catalog) -> None:
+    mutator = Mutator(policy)
+    spec = pod()["spec"]
+    first = mutator.outcome(spec, catalog)
+    assert first.patch and mutator.outcome(_replica(spec, 2), catalog) is first
+
+
+def test_a_new_catalog_is_not_answered_from_the_memo(policy: Policy) -> None:
+    mutator, spec = Mutator(policy), pod()["spec"]
+    assert not mutator.outcome(spec, Catalog.of(["mig.nvidia.com"])).patch
+    assert mutator.outcome(spec, Catalog.of(["gpu.nvidia.com"])).patch
+
+
+def test_the_memo_is_bounded(policy: Policy, catalog: Catalog) -> None:
+    mutator = Mutator(policy)
+    for n in range(MEMO_SIZE + 5):
+        mutator.outcome({"containers": [container(f"c{n}", gpu(1))]}, catalog)
+    assert len(mutator._memo) == MEMO_SIZE

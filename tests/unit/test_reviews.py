@@ -7,7 +7,15 @@ import base64
 import orjson
 import pytest
 
-from app.reviews import ReviewError, allowed, denied, parse_review, patched, review
+from app.reviews import (
+    ReviewError,
+    allowed,
+    denied,
+    encode_patch,
+    parse_review,
+    patched,
+    review,
+)
 
 
 def _body(**request: object) -> bytes:
@@ -62,13 +70,13 @@ def test_denied_carries_code_and_message() -> None:
 
 
 def test_patched_without_ops_is_plain_allowed() -> None:
-    response = patched("u", [])
+    response = patched("u", "")
     assert "patch" not in response and "patchType" not in response
 
 
 def test_patched_encodes_json_patch() -> None:
     ops = [{"op": "add", "path": "/spec/x", "value": 1}]
-    response = patched("u", ops, ["w"])
+    response = patched("u", encode_patch(ops), ["w"])
     assert response["patchType"] == "JSONPatch"
     assert orjson.loads(base64.b64decode(response["patch"])) == ops
     assert response["warnings"] == ["w"]
