@@ -1,6 +1,6 @@
 """gpu2dra beside the floor: the same uvicorn settings, one pinned CPU core, TLS, keep-alive.
 
-    bash tests/bench/run.sh          (installs wrk and hey, then runs this)
+    bash tests/bench/run.sh          (installs wrk, builds vegeta, then runs this)
 
 Prints one table: requests/s, p50, p99, ratio to the floor, RSS before and after, and the API
 calls the webhook made while under load (must be 0 once its caches are warm). Not a test: the
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from app import yamlio
@@ -32,10 +33,21 @@ from app.certs import make_certs
 from tests.bench import payloads
 
 ROOT = Path(__file__).resolve().parents[2]
+VEGETA = ROOT / ".bin" / "vegeta"  # built by run.sh from the Go module proxy
 SERVER_CPU, LOAD_CPU = "0", "1"
 POST_LUA = """\
 local f = io.open(os.getenv("BODY"), "rb"); wrk.body = f:read("*a"); f:close()
 wrk.method = "POST"; wrk.headers["Content-Type"] = "application/json"
+"""
+# Every request a pod of a new shape (its first container renamed): no answer is remembered.
+NEW_SHAPE_LUA = """\
+local f = io.open(os.getenv("BODY"), "rb"); local body = f:read("*a"); f:close()
+local headers, n = {["Content-Type"] = "application/json"}, 0
+request = function()
+  n = n + 1
+  local renamed = body:gsub('"name":"trainer"', '"name":"trainer' .. n .. '"', 1)
+  return wrk.format("POST", nil, headers, renamed)
+end
 """
 
 
@@ -69,9 +81,11 @@ def _ms(text: str) -> float:
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
-def wrk(url: str, body: Path, seconds: int, work: Path, connections: int = 16) -> Row:
+def wrk(
+    url: str, body: Path, seconds: int, work: Path, lua: str = POST_LUA, connections: int = 16
+) -> Row:
     script = work / "post.lua"
-    script.write_text(POST_LUA)
+    script.write_text(lua)
     out = subprocess.run(
         pinned(
             LOAD_CPU,
@@ -97,37 +111,37 @@ def wrk(url: str, body: Path, seconds: int, work: Path, connections: int = 16) -
     return Row("", rps, p50, p99)
 
 
-def hey(url: str, body: Path, rate: float, seconds: int, workers: int = 8) -> Row:
-    """Open-loop-ish load at a fixed total rate: latency when not saturated."""
-    out = subprocess.run(
+def vegeta(url: str, body: Path, rate: float, seconds: int, work: Path) -> Row:
+    """Open-loop load at a constant rate (vegeta): latency when not saturated, each request
+    timed from when it was due, so a stall is not hidden by requests not sent."""
+    targets = work / "targets.txt"
+    targets.write_text(f"POST {url}\nContent-Type: application/json\n@{body}\n")
+    attack = subprocess.run(
         pinned(
             LOAD_CPU,
-            "hey",
-            "-z",
-            f"{seconds}s",
-            "-c",
-            str(workers),
-            "-q",
-            f"{rate / workers:.1f}",
-            "-m",
-            "POST",
-            "-T",
-            "application/json",
-            "-D",
-            str(body),
-            url,
+            str(VEGETA),
+            "attack",
+            f"-targets={targets}",
+            f"-rate={rate:.0f}/s",
+            f"-duration={seconds}s",
+            "-insecure",
+            "-http2=false",
+            "-workers=16",
+            "-max-workers=16",
+            "-connections=16",
         ),
         capture_output=True,
-        text=True,
         check=True,
     ).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p50 = float(re.search(r"50% in ([\d.]+) secs", out).group(1)) * 1000  # type: ignore[union-attr]
-    p99 = float(re.search(r"99% in ([\d.]+) secs", out).group(1)) * 1000  # type: ignore[union-attr]
-    statuses = out.split("Status code distribution:", 1)[-1]
-    if re.search(r"\[(?!200\])\d+\]", statuses):
-        raise SystemExit(f"hey saw non-200 answers:\n{out}")
-    return Row("", rps, p50, p99)
+    report = orjson.loads(
+        subprocess.run(
+            [str(VEGETA), "report", "-type=json"], input=attack, capture_output=True, check=True
+        ).stdout
+    )
+    if set(report["status_codes"]) != {"200"}:
+        raise SystemExit(f"vegeta saw answers other than 200 from {url}: {report['status_codes']}")
+    latency = report["latencies"]
+    return Row("", report["throughput"], latency["50th"] / 1e6, latency["99th"] / 1e6)
 
 
 def rss_mib(pid: int) -> float:
@@ -243,9 +257,8 @@ def main() -> None:
         "--soak", type=int, default=1_000_000, help="requests for the memory check (0 to skip)"
     )
     args = parser.parse_args()
-    for tool in ("wrk", "hey"):
-        if shutil.which(tool) is None:
-            raise SystemExit(f"{tool} is missing: apt-get install wrk hey")
+    if shutil.which("wrk") is None or not VEGETA.exists():
+        raise SystemExit("wrk or vegeta is missing: bash tests/bench/run.sh installs both")
     # Everything but the server under test (the control plane, the load) stays off its core.
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {int(LOAD_CPU)})
@@ -287,7 +300,7 @@ def main() -> None:
                 wrk(floor_url, files["gpu"], 2, work)  # warm-up
                 floor = wrk(floor_url, files["gpu"], args.seconds, work)
                 floor.name = "floor: bare ASGI app, parse + allowed"
-                floor_half = hey(floor_url, files["gpu"], floor.rps / 2, args.seconds)
+                floor_half = vegeta(floor_url, files["gpu"], floor.rps / 2, args.seconds, work)
                 floor_half.name = "floor, at half its rate"
             env = {**os.environ}
             command = [
@@ -318,20 +331,21 @@ def main() -> None:
                 hot = r'gpu2dra_api_calls_total\{resource="resourceclaim\w*",verb="(create|get)"\}'
                 before = metrics_total(calls, hot)
                 rss_start = rss_mib(hook.pid)
-                for name, path, label in [
-                    ("gpu", "/mutate", "/mutate, GPU pod (translated)"),
-                    ("plain", "/mutate", "/mutate, pod without GPUs"),
-                    ("template", "/validate", "/validate, ResourceClaimTemplate"),
+                for name, path, label, lua in [
+                    ("gpu", "/mutate", "/mutate, GPU pod (translated)", POST_LUA),
+                    ("gpu", "/mutate", "/mutate, GPU pod, each of a new shape", NEW_SHAPE_LUA),
+                    ("plain", "/mutate", "/mutate, pod without GPUs", POST_LUA),
+                    ("template", "/validate", "/validate, ResourceClaimTemplate", POST_LUA),
                 ]:
-                    row = wrk(f"{base}{path}", files[name], args.seconds, work)
+                    row = wrk(f"{base}{path}", files[name], args.seconds, work, lua)
                     row.name, row.floor_rps = label, floor.rps
                     rows.append(row)
-                half = hey(f"{base}/mutate", files["gpu"], floor.rps / 2, args.seconds)
+                half = vegeta(f"{base}/mutate", files["gpu"], floor.rps / 2, args.seconds, work)
                 half.name, half.floor_rps = "/mutate, GPU pod, at half the floor's rate", floor.rps
                 rows.append(half)
                 api_calls = metrics_total(calls, hot) - before
                 if args.soak:
-                    rate = rows[1].rps
+                    rate = rows[2].rps  # the GPU pod's
                     soak = wrk(f"{base}/mutate", files["gpu"], max(10, int(args.soak / rate)), work)
                     soak.name, soak.floor_rps = f"soak: ~{args.soak:,} GPU pods", floor.rps
                     soak.rss = f"{rss_start:.0f} -> {rss_mib(hook.pid):.0f} MiB"
