@@ -183,19 +183,25 @@ class Mutator:
 
     def outcome(self, spec: Obj, catalog: Catalog) -> Outcome:
         """translate() and its patch, remembered per pod shape."""
-        shape = shape_of(spec)
+        try:
+            shape = shape_of(spec)
+        except TypeError:  # orjson's: an integer JSON cannot hold; nothing to remember
+            return self._translate(spec, catalog)
         known = self._memo.get(shape)
         if known is not None and known.catalog is catalog:
             return known
-        t = translate(spec, self.policy, catalog)
-        patch = encode_patch(patch_ops(spec, t)) if t.changed else ""
-        outcome = Outcome(
-            catalog, t.warnings, t.templates, patch, describe(spec, t) if patch else ""
-        )
+        outcome = self._translate(spec, catalog)
         if len(self._memo) >= MEMO_SIZE:
             del self._memo[next(iter(self._memo))]  # the oldest
         self._memo[shape] = outcome
         return outcome
+
+    def _translate(self, spec: Obj, catalog: Catalog) -> Outcome:
+        t = translate(spec, self.policy, catalog)
+        if not t.changed:
+            return Outcome(catalog, t.warnings, t.templates, "", "")
+        patch = encode_patch(patch_ops(spec, t))
+        return Outcome(catalog, t.warnings, t.templates, patch, describe(spec, t))
 
     async def _after_templates(
         self, answer: AdmissionResponse, namespace: str, outcome: Outcome, cluster: ClusterView

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
@@ -204,6 +205,10 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.cluster = cluster or make_cluster(settings, metrics)
         app.state.cluster.start()
+        # What exists now (modules, the app, the API client) lives as long as the process:
+        # out of the collector's sight, full collections stay short and do not stall answers.
+        gc.collect()
+        gc.freeze()
         yield
         app.state.cluster.stop()
 

@@ -330,7 +330,6 @@ def main() -> None:
                 calls = f"{base}/metrics"
                 hot = r'gpu2dra_api_calls_total\{resource="resourceclaim\w*",verb="(create|get)"\}'
                 before = metrics_total(calls, hot)
-                rss_start = rss_mib(hook.pid)
                 for name, path, label, lua in [
                     ("gpu", "/mutate", "/mutate, GPU pod (translated)", POST_LUA),
                     ("gpu", "/mutate", "/mutate, GPU pod, each of a new shape", NEW_SHAPE_LUA),
@@ -346,6 +345,7 @@ def main() -> None:
                 api_calls = metrics_total(calls, hot) - before
                 if args.soak:
                     rate = rows[2].rps  # the GPU pod's
+                    rss_start = rss_mib(hook.pid)  # the memo already full from the rows above
                     soak = wrk(f"{base}/mutate", files["gpu"], max(10, int(args.soak / rate)), work)
                     soak.name, soak.floor_rps = f"soak: ~{args.soak:,} GPU pods", floor.rps
                     soak.rss = f"{rss_start:.0f} -> {rss_mib(hook.pid):.0f} MiB"
