@@ -13,6 +13,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,11 +58,12 @@ class Row:
     rps: float
     p50_ms: float
     p99_ms: float
-    floor_rps: float | None = None
+    ratio: float | None = None  # to the floor's req/s
     rss: str = ""
+    raw: str = ""  # the load generator's own report
 
     def cells(self) -> list[str]:
-        ratio = f"{self.rps / self.floor_rps:.0%}" if self.floor_rps else "-"
+        ratio = f"{self.ratio:.0%}" if self.ratio else "-"
         return [
             self.name,
             f"{self.rps:,.0f}",
@@ -77,8 +79,8 @@ def pinned(cpu: str, *command: str) -> list[str]:
 
 
 def _ms(text: str) -> float:
-    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
-    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1e3, "m": 6e4, "h": 3.6e6}[unit]
 
 
 def wrk(
@@ -103,12 +105,23 @@ def wrk(
         text=True,
         check=True,
     ).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p50 = _ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
     if "Non-2xx" in out or "Socket errors" in out:
         raise SystemExit(f"wrk saw errors against {url}:\n{out}")
-    return Row("", rps, p50, p99)
+    try:
+        rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+        # at the start of a line: "68.50%" in the thread stats must not pass for the p50
+        p50 = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+        p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    except AttributeError:
+        raise SystemExit(f"wrk's report against {url} could not be read:\n{out}") from None
+    row = Row("", rps, p50, p99)
+    row.raw = out
+    return row
+
+
+def _median(rows: list[Row]) -> Row:
+    """The round with the median req/s."""
+    return sorted(rows, key=lambda r: r.rps)[len(rows) // 2]
 
 
 def vegeta(url: str, body: Path, rate: float, seconds: int, work: Path) -> Row:
@@ -252,7 +265,10 @@ def translate_cli(work: Path, document: dict[str, Any]) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=int, default=10, help="per measurement")
+    parser.add_argument("--seconds", type=int, default=5, help="per measurement")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="floor-then-row pairs per row (the median is kept)"
+    )
     parser.add_argument(
         "--soak", type=int, default=1_000_000, help="requests for the memory check (0 to skip)"
     )
@@ -296,12 +312,6 @@ def main() -> None:
                 "warning",
                 *tls,
             ]
-            with serving(uvicorn, floor_url):
-                wrk(floor_url, files["gpu"], 2, work)  # warm-up
-                floor = wrk(floor_url, files["gpu"], args.seconds, work)
-                floor.name = "floor: bare ASGI app, parse + allowed"
-                floor_half = vegeta(floor_url, files["gpu"], floor.rps / 2, args.seconds, work)
-                floor_half.name = "floor, at half its rate"
             env = {**os.environ}
             command = [
                 sys.executable,
@@ -324,30 +334,48 @@ def main() -> None:
             else:
                 command.append("--offline")
             base = "https://127.0.0.1:18444"
-            with serving(command, f"{base}/readyz", env) as hook:
-                rows = [floor, floor_half]
+            # Both servers stay up, idle but for the one under load: each row is measured
+            # right after the floor, so that a machine whose speed drifts (a shared VM)
+            # compares like with like.
+            with serving(uvicorn, floor_url), serving(command, f"{base}/readyz", env) as hook:
+                wrk(floor_url, files["gpu"], 2, work)  # warm-up
                 wrk(f"{base}/mutate", files["gpu"], 2, work)  # warm-up: creates the template
                 calls = f"{base}/metrics"
                 hot = r'gpu2dra_api_calls_total\{resource="resourceclaim\w*",verb="(create|get)"\}'
                 before = metrics_total(calls, hot)
+                rows: list[Row] = []
                 for name, path, label, lua in [
                     ("gpu", "/mutate", "/mutate, GPU pod (translated)", POST_LUA),
                     ("gpu", "/mutate", "/mutate, GPU pod, each of a new shape", NEW_SHAPE_LUA),
                     ("plain", "/mutate", "/mutate, pod without GPUs", POST_LUA),
                     ("template", "/validate", "/validate, ResourceClaimTemplate", POST_LUA),
                 ]:
-                    row = wrk(f"{base}{path}", files[name], args.seconds, work, lua)
-                    row.name, row.floor_rps = label, floor.rps
-                    rows.append(row)
-                half = vegeta(f"{base}/mutate", files["gpu"], floor.rps / 2, args.seconds, work)
-                half.name, half.floor_rps = "/mutate, GPU pod, at half the floor's rate", floor.rps
-                rows.append(half)
+                    pairs = [
+                        (
+                            wrk(floor_url, files["gpu"], args.seconds, work),
+                            wrk(f"{base}{path}", files[name], args.seconds, work, lua),
+                        )
+                        for _ in range(args.rounds)
+                    ]
+                    floor = _median([f for f, _ in pairs])
+                    floor.name = "floor: bare ASGI app, parse + allowed"
+                    row = _median([r for _, r in pairs])
+                    row.name = label
+                    row.ratio = statistics.median(r.rps / f.rps for f, r in pairs)
+                    rows += [floor, row]
+                rate = rows[0].rps / 2
+                floor_half = vegeta(floor_url, files["gpu"], rate, 2 * args.seconds, work)
+                floor_half.name = "floor, at half its rate (vegeta)"
+                half = vegeta(f"{base}/mutate", files["gpu"], rate, 2 * args.seconds, work)
+                half.name = "/mutate, GPU pod, at half the floor's rate (vegeta)"
+                half.ratio = half.rps / rows[0].rps
+                rows += [floor_half, half]
                 api_calls = metrics_total(calls, hot) - before
                 if args.soak:
-                    rate = rows[2].rps  # the GPU pod's
                     rss_start = rss_mib(hook.pid)  # the memo already full from the rows above
-                    soak = wrk(f"{base}/mutate", files["gpu"], max(10, int(args.soak / rate)), work)
-                    soak.name, soak.floor_rps = f"soak: ~{args.soak:,} GPU pods", floor.rps
+                    seconds = max(10, int(args.soak / rows[1].rps))
+                    soak = wrk(f"{base}/mutate", files["gpu"], seconds, work)
+                    soak.name, soak.ratio = f"soak: ~{args.soak:,} GPU pods", soak.rps / rows[0].rps
                     soak.rss = f"{rss_start:.0f} -> {rss_mib(hook.pid):.0f} MiB"
                     rows.append(soak)
                 api_calls_total = metrics_total(calls, hot) - before
@@ -366,8 +394,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp())
     job = yaml.safe_load((ROOT / "examples" / "training-job.yaml").read_text())
     for what, document in (("the example Job", job), ("the typical GPU pod", payloads.gpu_pod())):
-        seconds, mb = translate_cli(work, document)
-        print(f"gpu2dra translate, 10,000 x {what} ({mb:.1f} MB): {seconds:.2f} s")
+        took, mb = translate_cli(work, document)
+        print(f"gpu2dra translate, 10,000 x {what} ({mb:.1f} MB): {took:.2f} s")
 
 
 if __name__ == "__main__":
