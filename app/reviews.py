@@ -53,6 +53,14 @@ class ReviewError(ValueError):
 API_VERSION = "admission.k8s.io/v1"
 
 
+# Built once: `dict | None` in isinstance() would build a union on every request.
+_DICT_OR_NONE, _STR_OR_NONE, _BOOL_OR_NONE = (
+    (dict, type(None)),
+    (str, type(None)),
+    (bool, type(None)),
+)
+
+
 def parse_review(body: bytes) -> AdmissionRequest:
     try:
         review = orjson.loads(body)
@@ -73,12 +81,12 @@ def parse_review(body: bytes) -> AdmissionRequest:
     if not isinstance(request.get("operation"), str):
         raise ReviewError("request has no operation")
     for key in ("object", "oldObject"):
-        if not isinstance(request.get(key), dict | None):
+        if not isinstance(request.get(key), _DICT_OR_NONE):
             raise ReviewError(f"request.{key} is not an object")
     for key in ("namespace", "name", "subResource"):
-        if not isinstance(request.get(key), str | None):
+        if not isinstance(request.get(key), _STR_OR_NONE):
             raise ReviewError(f"request.{key} is not a string")
-    if not isinstance(request.get("dryRun"), bool | None):
+    if not isinstance(request.get("dryRun"), _BOOL_OR_NONE):
         raise ReviewError("request.dryRun is not a boolean")
     # Answers echo parts of the request, and orjson writes at most 254 levels (it reads 1024):
     # only a body with that many brackets can nest that deep.
