@@ -200,7 +200,11 @@ class Mutator:
         t = translate(spec, self.policy, catalog)
         if not t.changed:
             return Outcome(catalog, t.warnings, t.templates, "", "")
-        patch = encode_patch(patch_ops(spec, t))
+        try:
+            patch = encode_patch(patch_ops(spec, t))
+        except TypeError:  # orjson's: only a spec not read from JSON can hold such a value
+            why = "the pod spec holds a value JSON cannot carry; pod left as is"
+            return Outcome(catalog, (*t.warnings, why), (), "", "")
         return Outcome(catalog, t.warnings, t.templates, patch, describe(spec, t))
 
     async def _after_templates(

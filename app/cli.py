@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         "--deadline",
         type=float,
         default=3.0,
-        help="seconds within which every admission request is answered",
+        help="seconds within which an admission answer that waits on the API is given",
     )
     serve.add_argument(
         "--drain-seconds",

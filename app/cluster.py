@@ -197,7 +197,9 @@ class LiveCluster:
         return self.namespaces.get(name)
 
     def has_templates(self, namespace: str, templates: Iterable[Obj]) -> bool:
-        return all(self.templates.get((namespace, t["metadata"]["name"])) for t in templates)
+        return all(
+            self.templates.get((namespace, t["metadata"]["name"])) is not None for t in templates
+        )
 
     async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
         pending = []

@@ -86,7 +86,8 @@ def _unpack(docs: list[Any]) -> list[Any]:
     return out
 
 
-def _is_pod_spec(node: Obj) -> bool:
+def is_pod_spec(node: Obj) -> bool:
+    """A pod spec, found by shape: a non-empty list of named containers."""
     containers = node.get("containers")
     return (
         isinstance(containers, list)
@@ -111,10 +112,6 @@ class Result:
     documents: list[Any] = field(default_factory=list)
     templates: dict[tuple[str | None, str], Obj] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
-
-    @property
-    def warnings(self) -> list[str]:
-        return [str(note) for note in self.notes]
 
 
 def _skipped(metadata: Any) -> bool:
@@ -165,7 +162,7 @@ def _walk(
         return node if all(a is b for a, b in zip(items, node, strict=True)) else items
     if not isinstance(node, dict):
         return node
-    if _is_pod_spec(node):
+    if is_pod_spec(node):
         if skip:
             return node
         t = translate(node, policy, catalog)

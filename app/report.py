@@ -23,7 +23,7 @@ from kubernetes import config
 from app.catalog import Catalog
 from app.inspect import RESOURCE, Reader, ReadError, cluster_policy, connect, namespaced
 from app.kube import Obj
-from app.manifests import _is_pod_spec, translate_documents
+from app.manifests import is_pod_spec, translate_documents
 from app.policy import MODE_LABEL, Policy
 
 # Built-in kinds whose objects hold pod templates, listed directly; pods last.
@@ -75,7 +75,7 @@ def _pod_specs(node: Any, depth: int = 0) -> Iterator[Obj]:
     if depth > 64:
         return
     if isinstance(node, dict):
-        if _is_pod_spec(node):
+        if is_pod_spec(node):
             yield node
             return
         for value in node.values():

@@ -255,19 +255,7 @@ def test_broken_reviews(clients: dict[str, TestClient], review: Obj, setup: str)
 def test_random_pods(clients: dict[str, TestClient], spec: Obj, meta: Any, setup: str) -> None:
     """Well-formed reviews of random pods: every patch is one the apiserver accepts (for a pod
     it accepts) and adds no error to a pod it rejects."""
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "pod",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "operation": "CREATE",
-            "namespace": "ml",
-            "object": pod,
-        },
-    }
-    body = encode(review)
+    body = pod_review(spec, "pod", meta)
     answer = post(clients[setup], "/mutate", body, "pod" if body.startswith(b"{") else None)
     check_mutation(answer, body)
     post(clients[setup], "/validate", body)
@@ -347,19 +335,7 @@ def plausible_pod_specs(draw: st.DrawFn) -> Obj:
 @settings(FUZZ, max_examples=150)
 @given(spec=plausible_pod_specs(), setup=setup_names)
 def test_plausible_pods(clients: dict[str, TestClient], spec: Obj, setup: str) -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "valid",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "operation": "CREATE",
-            "namespace": "ml",
-            "object": pod,
-        },
-    }
-    body = encode(review)
+    body = pod_review(spec, "valid")
     check_mutation(post(clients[setup], "/mutate", body, "valid"), body)
 
 
@@ -454,8 +430,13 @@ def gpu(name: Any, n: Any = 1, **extra: Any) -> Obj:
     return {"name": name, "image": "x", "resources": {"limits": {"nvidia.com/gpu": n}}, **extra}
 
 
-def pod_review(spec: Obj, uid: str = "big") -> bytes:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+_NAMED_P: Any = object()
+
+
+def pod_review(spec: Obj, uid: str = "big", metadata: Any = _NAMED_P) -> bytes:
+    """A CREATE review of a pod in namespace ml; `metadata` may be anything, junk and None too."""
+    meta = {"name": "p"} if metadata is _NAMED_P else metadata
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
     request = {
         "uid": uid,
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
