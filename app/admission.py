@@ -33,6 +33,10 @@ class TemplateError(Exception):
     """A ResourceClaimTemplate could not be made sure of (RBAC, API down, too slow)."""
 
 
+class ReadFailed(Exception):
+    """A referenced template or claim could not be read (API down, too slow, forbidden)."""
+
+
 class ClusterView(Protocol):
     @property
     def catalog(self) -> Catalog: ...
@@ -50,10 +54,12 @@ class ClusterView(Protocol):
         """Make sure each template exists in `namespace`; raise TemplateError if not."""
 
     async def template_requests(self, namespace: str, name: str) -> list[Request] | None:
-        """The (request, DeviceClass) pairs of a ResourceClaimTemplate; None if absent."""
+        """The (request, DeviceClass) pairs of a ResourceClaimTemplate; None if absent;
+        ReadFailed if it could not be read."""
 
     async def claim_requests(self, namespace: str, name: str) -> list[Request] | None:
-        """The (request, DeviceClass) pairs of a ResourceClaim; None if absent."""
+        """The (request, DeviceClass) pairs of a ResourceClaim; None if absent; ReadFailed if
+        it could not be read."""
 
 
 Request = tuple[str, str]  # request (or request/subrequest) name, DeviceClass name
@@ -315,19 +321,19 @@ async def _validate_pod_claims(
         if not isinstance(claim, dict):
             continue
         if tpl := claim.get("resourceClaimTemplateName"):
-            source, found = (
-                f"ResourceClaimTemplate {tpl!r}",
-                await cluster.template_requests(namespace, str(tpl)),
-            )
+            source, ref, read = f"ResourceClaimTemplate {tpl!r}", tpl, cluster.template_requests
         elif rc := claim.get("resourceClaimName"):
-            source, found = (
-                f"ResourceClaim {rc!r}",
-                await cluster.claim_requests(namespace, str(rc)),
-            )
+            source, ref, read = f"ResourceClaim {rc!r}", rc, cluster.claim_requests
         else:
             continue
+        prefix = f"claim {claim.get('name')!r}: {source}"
+        try:
+            found = await read(namespace, str(ref))
+        except ReadFailed as err:
+            warnings.append(f"{prefix} could not be checked ({err}); pod allowed")
+            continue
         if found is None:
-            warnings.append(f"claim {claim.get('name')!r}: {source} does not exist yet")
+            warnings.append(f"{prefix} does not exist yet")
             continue
         for req, cls in _missing(found, cluster.catalog):
             return denied(

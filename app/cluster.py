@@ -7,7 +7,6 @@ happens only when the cache does not have it yet, and is bounded by a deadline.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -18,7 +17,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from app.admission import Request, TemplateError, requests_of
+from app.admission import ReadFailed, Request, TemplateError, requests_of
 from app.catalog import Catalog
 from app.kube import Obj
 from app.metrics import Metrics
@@ -58,7 +57,12 @@ class Store(Generic[K, V]):
         self.name, self._list, self._key, self._value = name, list_fn, key, value
         self._metrics, self._timeout, self._on_change = metrics, timeout, on_change
         self.items: dict[K, V] = {}
+        # Set once, at the first list, and never cleared: while a broken watch re-lists, the
+        # last state is still the best answer there is, so readiness stays (and the replica
+        # keeps serving); the gauge, not readiness, tells an operator the cache is behind.
         self.synced = threading.Event()
+        self._synced_gauge = metrics.cache_synced.labels(name)
+        self._synced_gauge.set(0)
 
     def get(self, key: K) -> V | None:
         return self.items.get(key)
@@ -75,6 +79,7 @@ class Store(Generic[K, V]):
                 backoff = 0.5
                 self._watch(version, stop)
             except Exception as err:  # the cache must outlive any API failure
+                self._synced_gauge.set(0)
                 log.warning("cache %s: %s; re-listing in %.1fs", self.name, err, backoff)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
@@ -87,7 +92,7 @@ class Store(Generic[K, V]):
         self.items = {self._key(o): self._value(o) for o in body.get("items") or []}
         self._on_change()
         self._metrics.cache_objects.labels(self.name).set(len(self.items))
-        self._metrics.cache_synced.labels(self.name).set(1)
+        self._synced_gauge.set(1)
         self.synced.set()
         return str(body["metadata"]["resourceVersion"])
 
@@ -273,9 +278,14 @@ class LiveCluster:
                 raise
             return orjson.loads(resp.data)  # type: ignore[no-any-return]
 
-        with contextlib.suppress(Exception):
+        try:
             return await asyncio.wait_for(asyncio.to_thread(get), self._timeout)
-        return None
+        except TimeoutError:
+            raise ReadFailed(f"the API server did not answer within {self._timeout:g}s") from None
+        except ApiException as err:
+            raise ReadFailed(f"{err.status} {err.reason}") from None
+        except Exception as err:
+            raise ReadFailed(str(err) or type(err).__name__) from None
 
 
 class OfflineCluster:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
-from app.cluster import Store
+from app.admission import ReadFailed
+from app.cluster import LiveCluster, Store
 from app.metrics import Metrics
 
 
@@ -83,3 +88,50 @@ def test_store_relists_after_gone() -> None:
         "gpu2dra_cache_relists_total", {"cache": "namespaces"}
     )
     assert relists == 2
+
+
+def test_synced_gauge_drops_while_a_broken_watch_relists() -> None:
+    stop = threading.Event()
+    metrics = Metrics()
+
+    def synced() -> float | None:
+        return metrics.registry.get_sample_value("gpu2dra_cache_synced", {"cache": "namespaces"})
+
+    seen: list[tuple[str, float | None, bool]] = []
+
+    class Recording(FakeApi):
+        def __call__(self, watch: bool = False, **kwargs: Any) -> FakeResponse:
+            seen.append(("watch" if watch else "list", synced(), store.synced.is_set()))
+            return super().__call__(watch, **kwargs)
+
+    store: Store[str, dict[str, str]] = Store(
+        "namespaces", Recording(stop), lambda o: o["metadata"]["name"], dict, metrics, timeout=1
+    )
+    assert synced() == 0, "exported as 0 before the first list"
+    store.run(stop)
+    # (call, gauge, ready): 0 until listed; 0 again when the 410 forces a re-list, while
+    # readiness stays, since the cache still holds the last state.
+    assert seen == [
+        ("list", 0, False),
+        ("watch", 1, True),
+        ("list", 0, True),
+        ("watch", 1, True),
+    ]
+    assert synced() == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [(ApiException(404, "Not Found"), None), (ApiException(403, "Forbidden"), "403 Forbidden")],
+)
+def test_a_read_that_fails_is_not_an_absent_object(error: Exception, expected: str | None) -> None:
+    def read(*args: Any, **kwargs: Any) -> None:
+        raise error
+
+    cluster = LiveCluster(client.ApiClient(), Metrics())
+    cluster._resource.read_namespaced_resource_claim = read
+    if expected is None:
+        assert asyncio.run(cluster.claim_requests("ml", "c")) is None
+    else:
+        with pytest.raises(ReadFailed, match=expected):
+            asyncio.run(cluster.claim_requests("ml", "c"))
