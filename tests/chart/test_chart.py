@@ -4,6 +4,7 @@ Kubernetes 1.35 schemas."""
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -14,25 +15,101 @@ import yaml
 from cryptography import x509
 
 from app.policy import load_policy, parse_policy
+from tests.chart import k8s_schema
+from tests.chart.crds import ValidationError, is_custom, validate_custom
 from tests.e2e.webhook import CHART, of_kind, render_chart
 
 Obj = dict[str, Any]
-# Kinds of cert-manager and the Prometheus operator: CRDs, with no upstream schema to check.
-CUSTOM_KINDS = {"Certificate", "Issuer", "ServiceMonitor"}
-
+Crds = dict[tuple[str, str], Obj]
+CERT_MANAGER = ("tls.mode=cert-manager",)
+OWN_ISSUER = (
+    *CERT_MANAGER,
+    "tls.certManager.issuerRef.name=corp-ca",
+    "tls.certManager.issuerRef.kind=ClusterIssuer",
+    "tls.certManager.issuerRef.group=cert-manager.io",
+)
 MODES = {
     "helm": (),
-    "cert-manager": ("tls.mode=cert-manager",),
+    "cert-manager": CERT_MANAGER,
+    "own-issuer": OWN_ISSUER,
     "secret": ("tls.mode=secret", "tls.secretName=my-tls", "tls.caBundle=Q0EK"),
+    # Kubernetes-typed values the schema must accept, and the 1.35 schema too once rendered.
+    "kubernetes-typed": (
+        "tolerations[0].key=gpu,tolerations[0].operator=Exists",
+        "tolerations[0].effect=NoExecute,tolerations[0].tolerationSeconds=30",
+        "imagePullSecrets[0].name=registry",
+        "resources.limits.cpu=2,resources.requests.ephemeral-storage=1Gi",
+        "podSecurityContext.fsGroupChangePolicy=OnRootMismatch",
+        "securityContext.capabilities.add={NET_BIND_SERVICE}",
+        "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[0].matchExpressions[0].key=pool",
+        "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+    ),
     "everything": (
-        "tls.mode=cert-manager",
+        *CERT_MANAGER,
         "networkPolicy.enabled=true",
         "serviceMonitor.enabled=true",
+        "readOnlyRole.create=true",
         "server.translateEndpoint=false",
         "policy.defaultMode=audit",
         "webhook.excludeNamespaces={ci,monitoring}",
     ),
 }
+# How many cert-manager and Prometheus operator objects each mode renders.
+CUSTOM_OBJECTS = {"cert-manager": 4, "own-issuer": 1, "everything": 5}
+
+
+def open_objects(node: Any, path: str = "") -> list[str]:
+    """Where the schema lets an object hold properties it does not name."""
+    if isinstance(node, list):
+        return [p for i, item in enumerate(node) for p in open_objects(item, f"{path}/{i}")]
+    if not isinstance(node, dict):
+        return []
+    types = node.get("type", [])
+    is_open = "object" in types and node.get("additionalProperties", True) is True
+    found = [path] if is_open else []
+    return found + [p for k, v in node.items() for p in open_objects(v, f"{path}/{k}")]
+
+
+def test_values_schema_is_closed_and_follows_kubernetes_1_35() -> None:
+    schema = json.loads(k8s_schema.SCHEMA_FILE.read_text())
+    assert open_objects(schema) == ["/properties/global"]
+    assert "subchart" in schema["properties"]["global"]["description"]
+    expected = k8s_schema.regenerated(json.loads(k8s_schema.SCHEMA_FILE.read_text()))
+    assert schema == expected, "run python -m tests.chart.k8s_schema"
+
+
+TYPOS = {
+    "podSecurityContext.runAsNonRot=true": "at '/podSecurityContext': additional properties "
+    "'runAsNonRot' not allowed",
+    "resources.limit.cpu=1": "at '/resources': additional properties 'limit' not allowed",
+    "securityContext.capabilities.dorp={ALL}": "at '/securityContext/capabilities': "
+    "additional properties 'dorp' not allowed",
+    "securityContext.seccompProfile.tpye=RuntimeDefault": "at '/securityContext/seccompProfile'"
+    ": additional properties 'tpye' not allowed",
+    "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+    ".podAffinityTerm.labelSelector.matchLabel.app=x": "at '/affinity/podAntiAffinity/"
+    "preferredDuringSchedulingIgnoredDuringExecution/0/podAffinityTerm/labelSelector': "
+    "additional properties 'matchLabel' not allowed",
+    "tolerations[0].efect=NoSchedule": "at '/tolerations/0': additional properties 'efect'",
+    "imagePullSecrets[0].nmae=registry": "at '/imagePullSecrets/0': additional properties "
+    "'nmae' not allowed",
+}
+
+
+@pytest.mark.parametrize("command", ["template", "lint"])
+@pytest.mark.parametrize("typo", TYPOS)
+def test_a_nested_typo_fails_naming_the_field(helm: Path, command: str, typo: str) -> None:
+    args = [str(helm), command, str(CHART), "--set", typo]
+    done = subprocess.run(
+        [*args, *(["--strict"] if command == "lint" else [])],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert TYPOS[typo] in done.stdout + done.stderr
 
 
 def test_lint(helm: Path) -> None:
@@ -44,14 +121,35 @@ def test_lint(helm: Path) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_every_object_is_valid_kubernetes_1_35(helm: Path, mode: str) -> None:
-    docs = render_chart(helm, *MODES[mode])
-    checked = 0
-    for doc in docs:
-        if doc["kind"] in CUSTOM_KINDS:
-            continue
+    builtin = [d for d in render_chart(helm, *MODES[mode]) if not is_custom(d)]
+    for doc in builtin:
         kubernetes_validate.validate(doc, "1.35", strict=True)
-        checked += 1
-    assert checked >= 9
+    assert len(builtin) >= 9
+
+
+@pytest.mark.parametrize("mode", CUSTOM_OBJECTS)
+def test_every_custom_object_matches_its_crd(helm: Path, crds: Crds, mode: str) -> None:
+    custom = [d for d in render_chart(helm, *MODES[mode]) if is_custom(d)]
+    for doc in custom:
+        validate_custom(doc, crds)
+    assert len(custom) == CUSTOM_OBJECTS[mode]
+
+
+def test_crd_check_rejects_what_the_api_server_would(helm: Path, crds: Crds) -> None:
+    docs = render_chart(helm, *CERT_MANAGER)
+    (serving,) = [d for d in docs if d["metadata"]["name"] == "gpu2dra-serving"]
+    for mistake, message in (
+        ({"dnsName": ["x"]}, "'dnsName' was unexpected"),
+        ({"privateKey": {"algorithm": "ECDSA", "sise": 256}}, "'sise' was unexpected"),
+        ({"isCA": "yes"}, "'yes' is not of type 'boolean'"),
+    ):
+        wrong = {**serving, "spec": {**serving["spec"], **mistake}}
+        with pytest.raises(ValidationError, match=message):
+            validate_custom(wrong, crds)
+    with pytest.raises(LookupError, match=r"no CRD serves cert-manager\.io/v2 Certificate"):
+        validate_custom({**serving, "apiVersion": "cert-manager.io/v2"}, crds)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_custom({**serving, "metadata": {"name": "x", "lables": {}}}, crds)
 
 
 def test_default_install(helm: Path) -> None:
@@ -143,9 +241,18 @@ def test_deployment_is_hardened(helm: Path) -> None:
     }
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert container["resources"]["limits"]["memory"] == "256Mi"
     assert "podAntiAffinity" in pod["affinity"]
     assert container["args"][:2] == ["--port=8443", "--cert=/etc/gpu2dra/tls/tls.crt"]
+
+
+def test_resources_request_cpu_and_memory_and_limit_only_memory(helm: Path) -> None:
+    (container,) = of_kind(render_chart(helm), "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert container["resources"] == {
+        "requests": {"cpu": "100m", "memory": "128Mi"},
+        "limits": {"memory": "256Mi"},
+    }
 
 
 def test_pdb_only_with_replicas(helm: Path) -> None:
@@ -174,17 +281,54 @@ def test_rbac_is_least_privilege(helm: Path) -> None:
     }
 
 
-def test_cert_manager_injects_the_ca(helm: Path) -> None:
-    docs = render_chart(helm, "tls.mode=cert-manager")
+def by_name(docs: list[Obj], kind: str) -> dict[str, Obj]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def assert_cert_manager_serves(docs: list[Obj], issuer_ref: Obj) -> None:
+    """The serving Certificate, issued by `issuer_ref`, and cert-manager injecting its CA."""
     assert "Secret" not in {d["kind"] for d in docs}
+    serving = by_name(docs, "Certificate")["gpu2dra-serving"]["spec"]
+    assert serving["issuerRef"] == issuer_ref
+    assert serving["secretName"] == "gpu2dra-tls"
+    assert serving["dnsNames"] == [
+        "gpu2dra",
+        "gpu2dra.gpu2dra-system",
+        "gpu2dra.gpu2dra-system.svc",
+    ]
+    volumes = of_kind(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "tls", "secret": {"secretName": "gpu2dra-tls"}} in volumes
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         config = of_kind(docs, kind)
         assert config["metadata"]["annotations"] == {
             "cert-manager.io/inject-ca-from": "gpu2dra-system/gpu2dra-serving"
         }
         assert all("caBundle" not in h["clientConfig"] for h in config["webhooks"])
-    serving = [d for d in docs if d["kind"] == "Certificate" and not d["spec"].get("isCA")]
-    assert serving[0]["spec"]["secretName"] == "gpu2dra-tls"
+
+
+def test_cert_manager_with_its_own_ca(helm: Path) -> None:
+    docs = render_chart(helm, *CERT_MANAGER)
+    issuers = by_name(docs, "Issuer")
+    assert {name: d["spec"] for name, d in issuers.items()} == {
+        "gpu2dra-selfsigned": {"selfSigned": {}},
+        "gpu2dra-ca": {"ca": {"secretName": "gpu2dra-ca"}},
+    }
+    certificates = by_name(docs, "Certificate")
+    assert set(certificates) == {"gpu2dra-ca", "gpu2dra-serving"}
+    ca = certificates["gpu2dra-ca"]["spec"]
+    assert ca["isCA"] is True
+    assert ca["secretName"] == "gpu2dra-ca"
+    assert ca["issuerRef"] == {"name": "gpu2dra-selfsigned", "kind": "Issuer"}
+    assert_cert_manager_serves(docs, {"name": "gpu2dra-ca", "kind": "Issuer"})
+
+
+def test_cert_manager_with_your_issuer(helm: Path) -> None:
+    docs = render_chart(helm, *OWN_ISSUER)
+    assert "Issuer" not in {d["kind"] for d in docs}
+    assert set(by_name(docs, "Certificate")) == {"gpu2dra-serving"}
+    assert_cert_manager_serves(
+        docs, {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    )
 
 
 def test_bring_your_own_secret(helm: Path) -> None:
