@@ -1,33 +1,41 @@
 """End-to-end tests against a real Kubernetes control plane (see controlplane.py).
 
-Build the binaries first with tests/k8s/build.sh. Without them the tests are skipped, except
-under CI=true, where that is an error. When a test fails, the control-plane logs are copied
-to tests/e2e/logs/ (after the processes stopped, so they are complete).
+Build the binaries first with tests/k8s/build.sh. The tests skip only when Go is not
+installed (and CI is not "true"); with Go, a missing binary is a failure that says to build.
+When a test fails, the control-plane logs and each gpu2dra webhook's log are copied to
+tests/e2e/logs/ (after the processes stopped, so they are complete).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from kubernetes import client
 
-from tests.e2e.controlplane import BUILD_HINT, ControlPlane, find_bin_dir, missing_binaries
+from tests.e2e.controlplane import (
+    ALL_BINARIES,
+    BUILD_HINT,
+    ControlPlane,
+    find_bin_dir,
+    missing_binaries,
+)
 from tests.e2e.fixtures import (
     create_namespace,
     delete_namespace,
     delete_node,
     wait_for_default_service_account,
 )
-from tests.e2e.webhook import Webhook, running_webhook
+from tests.e2e.webhook import WEBHOOK_LOG, Webhook, running_webhook
 
 LOG_COPY_DIR = Path(__file__).parent / "logs"
 _failed = pytest.StashKey[bool]()
 _copied_logs = pytest.StashKey[Path]()
+_webhook_logs = pytest.StashKey[dict[str, Path]]()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -43,7 +51,22 @@ def pytest_runtest_makereport(
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     logs = config.stash.get(_copied_logs, None)
     if logs is not None:
-        terminalreporter.write_line(f"control plane logs copied to {logs}")
+        terminalreporter.write_line(f"control plane and webhook logs copied to {logs}")
+
+
+def missing_tools(
+    bin_dir: Path, missing: Sequence[str], *, go: bool, ci: bool
+) -> tuple[Literal["skip", "fail"], str] | None:
+    """What to do when binaries are missing: skipping is allowed only where they cannot be
+    built (no Go) and CI is not checking; otherwise a stale .bin would hide the tests."""
+    if not missing:
+        return None
+    names = f"{', '.join(missing)} missing in {bin_dir}"
+    if not go:
+        return (
+            "fail" if ci else "skip"
+        ), f"Go is not installed, so the control plane is not: {names}"
+    return "fail", f"{names}: run `bash {BUILD_HINT}`"
 
 
 @pytest.fixture(scope="session")
@@ -51,15 +74,17 @@ def control_plane(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
     bin_dir = find_bin_dir()
-    missing = missing_binaries(bin_dir)
-    if missing:
-        message = (
-            f"end-to-end tests need the control plane binaries: run {BUILD_HINT}"
-            f" (missing in {bin_dir}: {', '.join(missing)})"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+    verdict = missing_tools(
+        bin_dir,
+        missing_binaries(bin_dir, ALL_BINARIES),
+        go=shutil.which("go") is not None,
+        ci=os.environ.get("CI") == "true",
+    )
+    if verdict is not None:
+        action, message = verdict
+        if action == "skip":
+            pytest.skip(message)
+        pytest.fail(message, pytrace=False)
 
     plane = ControlPlane(bin_dir, tmp_path_factory.mktemp("control-plane"))
     try:
@@ -71,15 +96,22 @@ def control_plane(
     finally:
         plane.stop()
         if request.session.stash.get(_failed, False):
-            _copy_logs(plane, request.config)
+            webhook_logs = request.session.stash.get(_webhook_logs, {})
+            if copy_logs(plane.log_dir, webhook_logs, LOG_COPY_DIR):
+                request.config.stash[_copied_logs] = LOG_COPY_DIR
 
 
-def _copy_logs(plane: ControlPlane, config: pytest.Config) -> None:
-    if not plane.log_dir.is_dir():
-        return
-    shutil.rmtree(LOG_COPY_DIR, ignore_errors=True)
-    shutil.copytree(plane.log_dir, LOG_COPY_DIR)
-    config.stash[_copied_logs] = LOG_COPY_DIR
+def copy_logs(plane_logs: Path, webhook_logs: Mapping[str, Path], dest: Path) -> bool:
+    """Replace `dest` with the control-plane logs plus webhook-<module>.log for each gpu2dra
+    webhook (one per test module); False when there is nothing to copy."""
+    if not plane_logs.is_dir():
+        return False
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(plane_logs, dest)
+    for module, log in webhook_logs.items():
+        if log.is_file():
+            shutil.copyfile(log, dest / f"webhook-{module}.log")
+    return True
 
 
 @pytest.fixture(scope="session")
@@ -93,20 +125,35 @@ def api_client(control_plane: ControlPlane) -> Iterator[client.ApiClient]:
 @pytest.fixture
 def namespace(api_client: client.ApiClient) -> Iterator[str]:
     """A fresh namespace whose default ServiceAccount exists (so pods can be created)."""
-    name = create_namespace(api_client)
-    wait_for_default_service_account(api_client, name)
+    yield from _fresh_namespace(api_client)
+
+
+@pytest.fixture
+def second_namespace(api_client: client.ApiClient) -> Iterator[str]:
+    """Another fresh namespace, for tests that compare two namespace modes."""
+    yield from _fresh_namespace(api_client)
+
+
+def _fresh_namespace(api: client.ApiClient) -> Iterator[str]:
+    name = create_namespace(api)
+    wait_for_default_service_account(api, name)
     yield name
-    delete_namespace(api_client, name)
+    delete_namespace(api, name)
 
 
 @pytest.fixture(scope="module")
 def webhook(
+    request: pytest.FixtureRequest,
     control_plane: ControlPlane,
     api_client: client.ApiClient,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Webhook]:
-    """A real `gpu2dra serve`, registered through the chart's webhook configurations."""
-    yield from running_webhook(control_plane, api_client, tmp_path_factory.mktemp("gpu2dra"))
+    """A real `gpu2dra serve`, registered through the chart's webhook configurations; its log
+    is copied with the control plane's when a test fails."""
+    work_dir = tmp_path_factory.mktemp("gpu2dra")
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    request.session.stash.setdefault(_webhook_logs, {})[module] = work_dir / WEBHOOK_LOG
+    yield from running_webhook(control_plane, api_client, work_dir)
 
 
 @pytest.fixture

@@ -1,15 +1,22 @@
 """The control plane itself, without the webhook: a hand-written ResourceClaimTemplate gets a
-ResourceClaim from the controller-manager and two fake GPUs from the scheduler."""
+ResourceClaim from the controller-manager and two fake GPUs from the scheduler. Also the
+harness around it: how tests/k8s/build.sh decides to rebuild, when the tests may skip, and
+which logs a failure leaves behind."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 
-from tests.e2e.controlplane import ControlPlane
+from tests.e2e.conftest import copy_logs, missing_tools
+from tests.e2e.controlplane import REPO_ROOT, ControlPlane
 from tests.e2e.fixtures import (
     GPU_DRIVER,
     allocated_devices,
@@ -98,3 +105,123 @@ def test_scheduler_allocates_gpus_from_resource_slices(
     ]
     reserved = claim["status"]["reservedFor"]
     assert [(r["resource"], r["name"]) for r in reserved] == [("pods", "trainer")]
+
+
+# ---- the harness -----------------------------------------------------------------------------
+
+# Stands in for Go: `go version` says $FAKE_GO; `go build -o` and `go install` create the
+# binaries as empty executables; every call is appended to $FAKE_GO_CALLS.
+FAKE_GO = r"""#!/usr/bin/env bash
+echo "$*" >> "$FAKE_GO_CALLS"
+make() { touch "$1" && chmod +x "$1"; }
+case "$1" in
+  version) echo "go version $FAKE_GO linux/amd64" ;;
+  install) make "$GOBIN/helm" ;;
+  build)
+    shift; out=""; packages=()
+    while (($#)); do
+      case "$1" in
+        -o|-ldflags) [[ "$1" == -o ]] && out="$2"; shift 2 ;;
+        -*) shift ;;
+        *) packages+=("$1"); shift ;;
+      esac
+    done
+    if [[ "$out" == */ ]]; then
+      for p in "${packages[@]}"; do make "$out${p##*/}"; done
+    else
+      make "$out"
+    fi ;;
+esac
+"""
+
+
+def run_build(tmp_path: Path, go_version: str) -> tuple[str, str]:
+    """tests/k8s/build.sh into tmp_path/bin with the fake Go; (its output, the Go calls)."""
+    fake = tmp_path / "fake-go"
+    fake.mkdir(exist_ok=True)
+    (fake / "go").write_text(FAKE_GO)
+    (fake / "go").chmod(0o755)
+    calls = tmp_path / "calls"
+    calls.write_text("")
+    env = {
+        **os.environ,
+        "PATH": f"{fake}:{os.environ['PATH']}",
+        "FAKE_GO": go_version,
+        "FAKE_GO_CALLS": str(calls),
+        "GPU2DRA_BIN": str(tmp_path / "bin"),
+    }
+    done = subprocess.run(
+        ["bash", str(REPO_ROOT / "tests/k8s/build.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout, calls.read_text()
+
+
+def test_build_is_a_timed_no_op_until_the_toolchain_changes(tmp_path: Path) -> None:
+    built, calls = run_build(tmp_path, "go1.99.0")
+    assert re.search(r"^built etcd .* helm in \d+\.\d\ds$", built, re.M), built
+    assert "build -mod=readonly" in calls
+
+    again, calls = run_build(tmp_path, "go1.99.0")
+    assert re.fullmatch(
+        rf"control plane binaries are current in {tmp_path}/bin"
+        r" \(go version go1\.99\.0 linux/amd64; checked in \d+\.\d\ds\)\n",
+        again,
+    ), again
+    assert calls == "version\n", "a no-op builds nothing"
+
+    upgraded, calls = run_build(tmp_path, "go1.99.1")
+    assert "built etcd" in upgraded and "build -mod=readonly" in calls
+
+
+def test_build_is_redone_when_a_binary_is_missing(tmp_path: Path) -> None:
+    run_build(tmp_path, "go1.99.0")
+    (tmp_path / "bin" / "kubectl").unlink()
+    rebuilt, _ = run_build(tmp_path, "go1.99.0")
+    assert (tmp_path / "bin" / "kubectl").exists() and "built etcd" in rebuilt
+
+
+@pytest.mark.parametrize(
+    ("missing", "go", "ci", "expected"),
+    [
+        ([], False, True, None),
+        (["helm"], False, False, "skip"),
+        (["helm"], False, True, "fail"),
+        (["kubectl"], True, False, "fail"),
+        (["etcd", "kube-apiserver"], True, True, "fail"),
+    ],
+)
+def test_e2e_skip_only_without_go_outside_ci(
+    missing: list[str], go: bool, ci: bool, expected: str | None
+) -> None:
+    verdict = missing_tools(Path("/b"), missing, go=go, ci=ci)
+    assert (verdict and verdict[0]) == expected
+    if verdict:
+        message = verdict[1]
+        assert "\n" not in message and f"{', '.join(missing)} missing in /b" in message
+        assert ("run `bash tests/k8s/build.sh`" in message) == go
+        assert ("Go is not installed" in message) == (not go)
+
+
+def test_failure_copies_control_plane_and_webhook_logs(tmp_path: Path) -> None:
+    plane_logs = tmp_path / "plane"
+    plane_logs.mkdir()
+    (plane_logs / "kube-apiserver.log").write_text("apiserver")
+    webhook_log = tmp_path / "gpu2dra0" / "webhook.log"
+    webhook_log.parent.mkdir()
+    webhook_log.write_text('{"message": "translated"}')
+    dest = tmp_path / "logs"
+    dest.mkdir()
+    (dest / "stale.log").write_text("from an earlier run")
+
+    assert copy_logs(plane_logs, {"test_webhook": webhook_log}, dest)
+    assert sorted(p.name for p in dest.iterdir()) == [
+        "kube-apiserver.log",
+        "webhook-test_webhook.log",
+    ]
+    assert (dest / "webhook-test_webhook.log").read_text() == '{"message": "translated"}'
+    assert not copy_logs(tmp_path / "absent", {}, dest)

@@ -21,11 +21,13 @@ from typing import Any
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.controlplane import REPO_ROOT, free_port
 
 CHART = REPO_ROOT / "charts" / "gpu2dra"
 RELEASE_NAMESPACE = "gpu2dra-system"
+WEBHOOK_LOG = "webhook.log"
 Obj = dict[str, Any]
 
 
@@ -52,7 +54,7 @@ class Webhook:
         self.work_dir, self.kubeconfig, self.helm = work_dir, kubeconfig, helm
         self.port = free_port()
         self.certs = work_dir / "certs"
-        self.log = work_dir / "webhook.log"
+        self.log = work_dir / WEBHOOK_LOG
         self.policy = work_dir / "policy.yaml"
         self.process: subprocess.Popen[bytes] | None = None
         subprocess.run(
@@ -153,6 +155,17 @@ class Webhook:
         )
         with urllib.request.urlopen(request, context=self.context, timeout=timeout) as r:
             return r.status, json.loads(r.read())
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of the samples named `name` whose labels include `labels` (GET /metrics)."""
+        status, body = self.get("/metrics")
+        assert status == 200, body
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(body.decode())
+            for sample in family.samples
+            if sample.name == name and labels.items() <= sample.labels.items()
+        )
 
     def set_mode(self, api: client.ApiClient, namespace: str, mode: str | None) -> None:
         """Label the namespace and wait until this webhook's cache has seen the label."""
