@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import http.client
+import itertools
+import json
 import os
 import shutil
 import signal
@@ -12,13 +15,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from app.certs import make_certs
+from app.certs import CertBundle, make_certs
+from tests.unit.pods import container, gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,22 +41,27 @@ class Served:
     process: subprocess.Popen[bytes]
     generation: int = 0
     log: Path = field(default=Path())
+    serving: CertBundle | None = None
 
     def context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.cas))
 
-    def renew(self) -> bytes:
-        """Swap in a new CA and certificate the way the kubelet updates a Secret volume."""
-        self.generation += 1
+    def trust_next(self) -> CertBundle:
+        """The next CA and certificate; clients made from now on trust the CA, as in a rotation."""
         bundle = make_certs(["localhost"], ["127.0.0.1"])
-        data = self.secret / f"..{self.generation}"
-        bundle.write(data)
         with self.cas.open("ab") as cas:
             cas.write(bundle.ca_cert)
+        return bundle
+
+    def swap(self, bundle: CertBundle) -> None:
+        """Put `bundle` in place the way the kubelet updates a Secret volume."""
+        self.generation += 1
+        data = self.secret / f"..{self.generation}"
+        bundle.write(data)
         tmp = self.secret / "..data_tmp"
         tmp.symlink_to(data.name)
         os.replace(tmp, self.secret / "..data")
-        return bundle.cert
+        self.serving = bundle
 
 
 def peer_certificate(served: Served) -> bytes:
@@ -74,7 +83,9 @@ def served(tmp_path: Path) -> Iterator[Served]:
     log = tmp_path / "serve.log"
     port = free_port()
     box = Served(port, secret, tmp_path / "cas.pem", None, log=log)  # type: ignore[arg-type]
-    box.renew()
+    box.swap(box.trust_next())
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("defaultMode: enabled\n")  # so that /mutate answers with a patch
     with log.open("wb") as out:
         box.process = subprocess.Popen(
             [
@@ -83,6 +94,8 @@ def served(tmp_path: Path) -> Iterator[Served]:
                 "app",
                 "serve",
                 "--offline",
+                "--policy",
+                str(policy),
                 "--port",
                 str(port),
                 "--cert",
@@ -140,47 +153,122 @@ def test_tls_1_2_gets_a_forward_secret_aead_cipher(served: Served) -> None:
     )
 
 
-def test_renewed_certificate_is_served_without_failing_a_request(served: Served) -> None:
-    failures: list[BaseException] = []
-    done = threading.Event()
-    count = 0
+def fingerprint(der: bytes) -> str:
+    return hashlib.sha256(der).hexdigest()
 
-    def load(keep: http.client.HTTPSConnection) -> None:
-        # `keep` was opened before the renewal and goes on working after it.
-        nonlocal count
-        while not done.is_set():
-            try:
-                conn = http.client.HTTPSConnection(
-                    "127.0.0.1", served.port, context=served.context(), timeout=5
-                )
+
+def pem_fingerprint(pem: bytes) -> str:
+    return fingerprint(ssl.PEM_cert_to_DER_cert(pem.decode()))
+
+
+def admit(conn: http.client.HTTPSConnection, uid: str) -> None:
+    """POST a GPU pod's AdmissionReview to /mutate; the answer is a patch for that uid."""
+    pod = {"metadata": {"name": "trainer"}, "spec": {"containers": [container("c", gpu(1))]}}
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": "ml",
+            "object": pod,
+        },
+    }
+    conn.request(
+        "POST", "/mutate", json.dumps(review), headers={"Content-Type": "application/json"}
+    )
+    response = conn.getresponse()
+    answer = json.loads(response.read())["response"]
+    assert response.status == 200, answer
+    assert (answer["uid"], answer["allowed"], answer["patchType"]) == (uid, True, "JSONPatch")
+
+
+@dataclass(frozen=True)
+class Handshake:
+    started: float
+    finished: float
+    fingerprint: str
+
+
+@dataclass
+class Load:
+    """Threads that each open a new connection per round (a new handshake), send a review
+    and a probe over it, then send a review over a connection they opened at the start."""
+
+    served: Served
+    context: ssl.SSLContext
+    handshakes: list[Handshake] = field(default_factory=list)
+    kept_answers: list[float] = field(default_factory=list)  # when each one came back
+    failures: list[BaseException] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def connect(self) -> http.client.HTTPSConnection:
+        conn = http.client.HTTPSConnection(
+            "localhost", self.served.port, context=self.context, timeout=10
+        )
+        started = time.monotonic()
+        conn.connect()
+        der = conn.sock.getpeercert(binary_form=True)
+        assert der is not None
+        self.handshakes.append(Handshake(started, time.monotonic(), fingerprint(der)))
+        return conn
+
+    def run(self, name: str) -> None:
+        try:
+            kept = self.connect()
+            sock = kept.sock
+            for n in itertools.count():
+                if self.done.is_set():
+                    return
+                conn = self.connect()
+                admit(conn, f"{name}-new-{n}")
                 conn.request("GET", "/healthz")
                 assert conn.getresponse().read() == b"ok\n"
                 conn.close()
-                keep.request("GET", "/healthz")
-                assert keep.getresponse().read() == b"ok\n"
-                count += 1
-            except BaseException as err:  # every failure is a finding
-                failures.append(err)
+                admit(kept, f"{name}-kept-{n}")
+                # http.client reconnects silently: the same socket proves the connection lived.
+                assert kept.sock is sock, "the connection opened first was closed"
+                self.kept_answers.append(time.monotonic())
+        except BaseException as err:  # every failure is a finding
+            self.failures.append(err)
 
-    threads = []
-    for _ in range(2):
-        keep = http.client.HTTPSConnection("127.0.0.1", served.port, context=served.context())
-        keep.request("GET", "/healthz")
-        keep.getresponse().read()
-        threads.append(threading.Thread(target=load, args=(keep,)))
+    def wait_until(self, condition: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not condition():
+            assert not self.failures, self.failures
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.05)
+
+
+def test_every_handshake_after_a_renewal_gets_the_new_certificate(served: Served) -> None:
+    assert served.serving is not None
+    old = pem_fingerprint(served.serving.cert)
+    renewed = served.trust_next()
+    new = pem_fingerprint(renewed.cert)
+    load = Load(served, served.context())  # trusts the old and the new CA
+    threads = [threading.Thread(target=load.run, args=(f"t{i}",)) for i in range(3)]
     for t in threads:
         t.start()
     try:
-        time.sleep(0.5)
-        new = served.renew()
-        deadline = time.monotonic() + 10
-        while peer_certificate(served) != new:
-            assert time.monotonic() < deadline, "the renewed certificate was never served"
-            time.sleep(0.1)
-        time.sleep(0.5)
+        load.wait_until(lambda: len(load.kept_answers) >= 10, "requests before the renewal")
+        swapped = time.monotonic()
+        served.swap(renewed)
+        load.wait_until(
+            lambda: (
+                sum(h.fingerprint == new for h in load.handshakes) >= 30
+                and sum(t > swapped for t in load.kept_answers) >= 10
+            ),
+            "new handshakes and kept-connection requests after the renewal",
+        )
     finally:
-        done.set()
+        load.done.set()
         for t in threads:
             t.join()
-    assert failures == []
-    assert count > 10
+    assert load.failures == []
+    assert {h.fingerprint for h in load.handshakes} == {old, new}
+    # The server has switched once a handshake got the new certificate: a connection started
+    # after that must not get the old one.
+    first_new = min(h.finished for h in load.handshakes if h.fingerprint == new)
+    late = [h for h in load.handshakes if h.fingerprint == old and h.started > first_new]
+    assert late == []
