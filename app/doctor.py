@@ -78,7 +78,13 @@ class Facts:
 # ---- the checks --------------------------------------------------------------------------
 
 
+class NotServed(ReadError):
+    """The API the check reads is not served: the kubernetes check says why."""
+
+
 def _unreadable(name: str, err: ReadError) -> Check:
+    if isinstance(err, NotServed):
+        return Check(name, "WARN", f"not checked: {err}", "see the kubernetes check")
     return Check(name, "WARN", f"cannot read: {err}", READ_FIX)
 
 
@@ -108,7 +114,11 @@ def check_kubernetes(version: Obj | ReadError, served: list[str] | ReadError) ->
             name,
             "FAIL",
             f"{git}: {RESOURCE_GROUP}/v1 is not served"
-            + (f" (served: {', '.join(served)})" if served else ""),
+            + (
+                f" (served: {', '.join(served)})"
+                if served
+                else f" (no {RESOURCE_GROUP} version is)"
+            ),
             f"enable the API with --runtime-config={RESOURCE_GROUP}/v1=true",
         )
     return Check(name, "PASS", f"{git}; {RESOURCE_GROUP}/v1 served{also}")
@@ -302,7 +312,9 @@ def check_registration(regs: list[Registration] | ReadError) -> Check:
 
 def check_tls(regs: list[Registration] | ReadError, reached: list[Reached]) -> Check:
     name = "webhook-tls"
-    if isinstance(regs, ReadError) or not regs:
+    if isinstance(regs, ReadError):
+        return _unreadable(name, regs)
+    if not regs:
         return Check(name, "FAIL", "no webhook configuration to check", "install the chart")
     bad = [r for r in reached if r.problem]
     if bad:
@@ -332,7 +344,9 @@ def check_endpoints(
     reached: list[Reached],
 ) -> Check:
     name = "webhook-service"
-    if isinstance(regs, ReadError) or not regs:
+    if isinstance(regs, ReadError):
+        return _unreadable(name, regs)
+    if not regs:
         return Check(name, "FAIL", "no webhook configuration to check", "install the chart")
     problems: list[str] = []
     fine: list[str] = []
@@ -415,11 +429,18 @@ def gather(reader: Reader) -> Facts:
         regs: list[Registration] | ReadError = registrations(reader)
     except ReadError as err:
         regs = err
+
+    def dra(plural: str) -> Listed:
+        # Without v1 every DRA list is a 404, which is no RBAC problem.
+        if isinstance(served, list) and "v1" not in served:
+            return NotServed(f"{RESOURCE_GROUP}/v1 is not served")
+        return listed(f"{RESOURCE}/{plural}")
+
     return Facts(
         version=version,
         resource_versions=served,
-        device_classes=listed(f"{RESOURCE}/deviceclasses"),
-        slices=listed(f"{RESOURCE}/resourceslices"),
+        device_classes=dra("deviceclasses"),
+        slices=dra("resourceslices"),
         nodes=listed("/api/v1/nodes"),
         namespaces=listed("/api/v1/namespaces"),
         registrations=regs,

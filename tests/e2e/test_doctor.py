@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from tests.e2e.fixtures import (
     wait_for,
     wait_for_default_service_account,
 )
-from tests.e2e.inspecting import doctor, doctor_with_source, gpu2dra
+from tests.e2e.inspecting import Obj, doctor, doctor_with_source, gpu2dra
 from tests.e2e.webhook import Webhook, register, render_chart, unregister
 
 RESOURCE = ("resource.k8s.io", "v1")
@@ -89,6 +90,86 @@ def test_class_selecting_no_device_warns(
     assert "no device for mig.nvidia.com (for nvidia.com/mig-*)" in check["summary"]
 
 
+def foreign_slice(driver: str, devices: int) -> Obj:
+    """A ResourceSlice of another DRA driver, published for all nodes."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{driver}-pool"},
+        "spec": {
+            "driver": driver,
+            "allNodes": True,
+            "pool": {"name": "pool", "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {"name": f"dev-{i}", "attributes": {"model": {"string": "x"}}}
+                for i in range(devices)
+            ],
+        },
+    }
+
+
+def test_devices_of_no_mapped_class_fail(
+    webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    custom = client.CustomObjectsApi(api_client)
+    body = foreign_slice("nic.example.com", 2)
+    custom.create_cluster_custom_object(*RESOURCE, "resourceslices", body)
+    try:
+        code, checks = doctor(control_plane)
+    finally:
+        custom.delete_cluster_custom_object(*RESOURCE, "resourceslices", body["metadata"]["name"])
+    assert code == 1
+    check = checks["resourceslices"]
+    assert check["status"] == "FAIL"
+    assert check["summary"] == (
+        "2 device(s) in 1 pool(s); gpu.nvidia.com selects 0, mig.nvidia.com selects 0: "
+        "no device belongs to a DeviceClass gpu2dra maps to"
+    )
+    assert check["details"] == [
+        "nic.example.com on no single node: 2 device(s) (gpu.nvidia.com: 0, mig.nvidia.com: 0)"
+    ]
+
+
+def test_class_selector_failing_on_a_device_warns(
+    webhook: Webhook,
+    api_client: client.ApiClient,
+    control_plane: ControlPlane,
+    gpu_nodes: list[str],
+) -> None:
+    """A class that reads `profile` unguarded: whole GPUs have no such attribute."""
+    node = add_gpu_node(api_client, gpu_nodes, gpus=2, mig={1: ["3g.20gb", "3g.20gb"]})
+    custom = client.CustomObjectsApi(api_client)
+    unguarded = device_class("mig.nvidia.com", "mig")
+    unguarded["spec"]["selectors"] = [
+        {"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile.startsWith('3g')"}}
+    ]
+    replace_device_class(custom, unguarded)
+    try:
+        code, checks = doctor(control_plane)
+    finally:
+        replace_device_class(custom, device_class("mig.nvidia.com", "mig"))
+    assert code == 0
+    check = checks["resourceslices"]
+    assert check["status"] == "WARN"
+    assert "a DeviceClass selector fails on 1 device(s)" in check["summary"]
+    assert "gpu.nvidia.com selects 1, mig.nvidia.com selects 2" in check["summary"]
+    assert (
+        f"DeviceClass mig.nvidia.com on gpu.nvidia.com/{node}/gpu-0: no such key: profile"
+        in check["details"]
+    )
+    assert "has()" in check["fix"]
+
+
+def replace_device_class(custom: client.CustomObjectsApi, body: Obj) -> None:
+    name = body["metadata"]["name"]
+    current = custom.get_cluster_custom_object(*RESOURCE, "deviceclasses", name)
+    body = {
+        **body,
+        "metadata": {**body["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
+    }
+    custom.replace_cluster_custom_object(*RESOURCE, "deviceclasses", name, body)
+
+
 def test_node_offering_gpus_twice_fails(
     webhook: Webhook,
     api_client: client.ApiClient,
@@ -127,6 +208,60 @@ def test_wrong_ca_bundle_fails(
     assert checks["webhooks"]["status"] == "PASS"
 
 
+def with_ca_bundle(docs: list[Obj], bundle: str | None) -> list[Obj]:
+    """The webhook configurations among `docs` with `bundle` as every caBundle (None: none)."""
+    for doc in docs:
+        for hook in doc.get("webhooks") or []:
+            hook["clientConfig"].pop("caBundle", None)
+            if bundle is not None:
+                hook["clientConfig"]["caBundle"] = bundle
+    return docs
+
+
+@pytest.mark.parametrize(
+    ("bundle", "problem"),
+    [
+        (None, "no caBundle is set"),
+        (
+            base64.b64encode(
+                b"-----BEGIN CERTIFICATE-----\nbm9wZQ==\n-----END CERTIFICATE-----\n"
+            ).decode(),
+            "the caBundle is not a usable PEM CA certificate",
+        ),
+    ],
+    ids=["none", "not-pem"],
+)
+def test_unusable_ca_bundle_fails(
+    webhook: Webhook,
+    api_client: client.ApiClient,
+    control_plane: ControlPlane,
+    bundle: str | None,
+    problem: str,
+) -> None:
+    register(api_client, with_ca_bundle(webhook.rendered(), bundle))
+    try:
+        code, checks = doctor(control_plane)
+    finally:
+        register(api_client, webhook.rendered())
+    assert code == 1
+    check = checks["webhook-tls"]
+    assert check["status"] == "FAIL"
+    assert check["summary"].startswith(f"gpu2dra -> 127.0.0.1:{webhook.port}: {problem}")
+    assert "caBundle" in check["fix"]
+
+
+def test_api_server_refuses_a_ca_bundle_that_is_not_base64(
+    webhook: Webhook, control_plane: ControlPlane
+) -> None:
+    """So doctor never meets one: the bundle is bytes, sent as base64."""
+    (mutating,) = with_ca_bundle(
+        [d for d in webhook.rendered() if d["kind"] == "MutatingWebhookConfiguration"], "%%%"
+    )
+    done = control_plane.run_kubectl("apply", "--dry-run=server", "-f", "-", stdin=mutating)
+    assert done.returncode != 0
+    assert "illegal base64" in done.stderr
+
+
 def test_webhook_down_or_unregistered_fails(
     webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane
 ) -> None:
@@ -153,44 +288,88 @@ def test_webhook_down_or_unregistered_fails(
     )
 
 
-def test_release_without_ready_endpoints_fails(
-    webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane
-) -> None:
-    """The chart's objects as installed (Service, ConfigMap, webhooks), no pod running."""
-    release_ns = "doctor-release"
-    docs = render_chart(
-        control_plane.bin_dir / "helm",
-        "policy.defaultMode=audit",
-        "webhook.timeoutSeconds=1",
-        namespace=release_ns,
-    )
+@contextlib.contextmanager
+def installed_release(
+    webhook: Webhook, plane: ControlPlane, release_ns: str, *values: str
+) -> Iterator[str]:
+    """The chart's ConfigMap, Service and webhook configurations as installed in `release_ns`,
+    in place of the test webhook's registration; no gpu2dra pod runs."""
+    docs = render_chart(plane.bin_dir / "helm", *values, namespace=release_ns)
     kept = [
         d
         for d in docs
         if d["kind"] in ("ConfigMap", "Service") or d["kind"].endswith("WebhookConfiguration")
     ]
-    unregister(api_client)
-    control_plane.kubectl("create", "namespace", release_ns)
-    try:
-        listed = {"kind": "List", "apiVersion": "v1", "items": kept}
-        control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(listed))
+    with plane.api_client() as api:
+        unregister(api)
+        plane.kubectl("create", "namespace", release_ns)
+        try:
+            listed = {"kind": "List", "apiVersion": "v1", "items": kept}
+            plane.kubectl("apply", "-f", "-", stdin=json.dumps(listed))
+            yield release_ns
+        finally:
+            for doc in kept:
+                if doc["kind"].endswith("WebhookConfiguration"):
+                    unregister(api, doc["metadata"]["name"])
+            plane.kubectl("delete", "namespace", release_ns, "--wait=false")
+            register(api, webhook.rendered())
+
+
+def test_release_without_ready_endpoints_fails(
+    webhook: Webhook, control_plane: ControlPlane
+) -> None:
+    """The chart's objects as installed (Service, ConfigMap, webhooks), no pod running."""
+    values = ("policy.defaultMode=audit", "webhook.timeoutSeconds=1")
+    with installed_release(webhook, control_plane, "doctor-release", *values) as release_ns:
         code, checks, source = doctor_with_source(control_plane)
-    finally:
-        for doc in kept:
-            if doc["kind"].endswith("WebhookConfiguration"):
-                unregister(api_client, doc["metadata"]["name"])
-        control_plane.kubectl("delete", "namespace", release_ns, "--wait=false")
-        register(api_client, webhook.rendered())
     assert code == 1
     assert checks["webhook-service"]["status"] == "FAIL"
     summary = checks["webhook-service"]["summary"]
     assert f"Service {release_ns}/gpu2dra: 0 ready endpoint(s)" in summary
-    assert checks["webhook-tls"]["status"] == "WARN"  # gpu2dra.doctor-release.svc: not from here
+    # The API server would call gpu2dra.doctor-release.svc, a name only the cluster resolves.
+    assert checks["webhook-tls"]["status"] == "WARN"
+    assert f"cannot reach gpu2dra.{release_ns}.svc:443" in checks["webhook-tls"]["summary"]
     # The policy comes from the release's ConfigMap: audit by default, its namespace skipped.
     assert source == f"ConfigMap {release_ns}/gpu2dra"
     namespaces = checks["namespaces"]["summary"]
     assert "default audit" in namespaces
     assert "2 never changed" in namespaces  # kube-system and doctor-release
+
+
+def endpoint_slice(namespace: str, service: str, ready: dict[str, bool]) -> Obj:
+    """What the EndpointSlice controller would publish for the Service's pods (address ->
+    ready); made by hand, as there is no kubelet to make pods ready."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{service}-by-hand",
+            "namespace": namespace,
+            "labels": {
+                "kubernetes.io/service-name": service,
+                "endpointslice.kubernetes.io/managed-by": "e2e.gpu2dra.io",
+            },
+        },
+        "addressType": "IPv4",
+        "ports": [{"name": "https", "port": 8443, "protocol": "TCP"}],
+        "endpoints": [
+            {"addresses": [address], "conditions": {"ready": up}} for address, up in ready.items()
+        ],
+    }
+
+
+def test_service_with_a_ready_endpoint_passes(
+    webhook: Webhook, control_plane: ControlPlane
+) -> None:
+    with installed_release(webhook, control_plane, "doctor-serving") as release_ns:
+        slice_ = endpoint_slice(release_ns, "gpu2dra", {"10.244.0.7": True, "10.244.0.8": False})
+        control_plane.kubectl("apply", "-f", "-", stdin=slice_)
+        _, checks = doctor(control_plane)
+    check = checks["webhook-service"]
+    assert check["status"] == "PASS"
+    assert check["summary"] == f"Service {release_ns}/gpu2dra: 1 ready endpoint(s)"
+    assert checks["webhook-tls"]["status"] == "WARN"
+    assert f"cannot reach gpu2dra.{release_ns}.svc:443" in checks["webhook-tls"]["summary"]
 
 
 # ---- extendedResourceName needs the DRAExtendedResource gate (alpha, off in 1.35) ---------
@@ -233,6 +412,53 @@ def test_device_class_with_extended_resource_name_warns(gated_plane: ControlPlan
     assert check["status"] == "WARN"
     assert "gpu.nvidia.com serves nvidia.com/gpu" in check["summary"]
     assert "pick one owner" in check["fix"]
+
+
+# ---- resource.k8s.io/v1 switched off ------------------------------------------------------
+
+
+class ApiServerOnly(ControlPlane):
+    """etcd and an API server with extra flags. No controller-manager or scheduler: without
+    resource.k8s.io/v1 their DRA informers never sync, and doctor needs neither."""
+
+    def __init__(self, bin_dir: Path, work_dir: Path, *flags: str) -> None:
+        super().__init__(bin_dir, work_dir)
+        self.flags = flags
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        if name == "kube-apiserver":
+            # The Node authorizer watches ResourceSlices: without v1 it never becomes ready.
+            args = [a for a in args if not a.startswith("--authorization-mode=")]
+            args += ["--authorization-mode=RBAC", *self.flags]
+        super()._spawn(name, args)
+
+    def _start_controller_manager(self) -> None:
+        return
+
+    def _start_scheduler(self) -> None:
+        return
+
+
+@pytest.mark.parametrize(
+    ("runtime_config", "served"),
+    [
+        ("resource.k8s.io/v1=false", "(no resource.k8s.io version is)"),
+        ("resource.k8s.io/v1=false,resource.k8s.io/v1beta2=true", "(served: v1beta2)"),
+    ],
+    ids=["nothing", "v1beta2"],
+)
+def test_v1_not_served_fails(
+    control_plane: ControlPlane, tmp_path: Path, runtime_config: str, served: str
+) -> None:
+    with ApiServerOnly(find_bin_dir(), tmp_path, f"--runtime-config={runtime_config}") as plane:
+        code, checks = doctor(plane)
+    assert code == 1
+    check = checks["kubernetes"]
+    assert check["status"] == "FAIL"
+    assert check["summary"] == f"v1.35.4: resource.k8s.io/v1 is not served {served}"
+    assert check["fix"] == "enable the API with --runtime-config=resource.k8s.io/v1=true"
+    for name in ("deviceclasses", "resourceslices"):
+        assert checks[name]["summary"] == "not checked: resource.k8s.io/v1 is not served"
 
 
 # ---- read permissions are enough ---------------------------------------------------------
