@@ -1,5 +1,6 @@
 """The chart installed into the real API server: every object accepted, the CA kept across
-upgrades, the webhook configurations removed on uninstall, and RBAC exactly as granted."""
+upgrades, the webhook configurations removed on uninstall, and RBAC exactly as granted; and
+every object the chart can render, custom kinds included, accepted by strict validation."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.chart.crds import crd_files, go_binary
 from tests.e2e.controlplane import ControlPlane
-from tests.e2e.webhook import CHART, RELEASE_NAMESPACE
+from tests.e2e.webhook import CHART, RELEASE_NAMESPACE, render_chart
 
 Obj = dict[str, Any]
 NAME = "gpu2dra"
@@ -117,6 +119,56 @@ def test_uninstall_removes_the_webhooks(
         with pytest.raises(ApiException) as err:
             read("gone")
         assert err.value.status == 404
+
+
+@pytest.fixture
+def custom_resource_definitions(control_plane: ControlPlane) -> Iterator[None]:
+    """cert-manager's and the Prometheus operator's CRDs, served by the API server."""
+    files = [arg for path in crd_files(go_binary()) for arg in ("-f", str(path))]
+    control_plane.kubectl("create", *files)
+    try:
+        control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", *files)
+        yield
+    finally:
+        control_plane.kubectl("delete", *files)
+
+
+def dry_run_strict(plane: ControlPlane, namespace: str, docs: list[Obj]) -> str:
+    """`kubectl create --dry-run=server --validate=strict`: errors, or what was accepted."""
+    done = plane.run_kubectl(
+        "create",
+        "--dry-run=server",
+        "--validate=strict",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        stdin={"apiVersion": "v1", "kind": "List", "items": docs},
+    )
+    return done.stdout if done.returncode == 0 else done.stderr
+
+
+def test_every_object_passes_strict_server_validation(
+    control_plane: ControlPlane, custom_resource_definitions: None, namespace: str
+) -> None:
+    docs = render_chart(
+        control_plane.bin_dir / "helm",
+        "fullnameOverride=strict",
+        "tls.mode=cert-manager",
+        "serviceMonitor.enabled=true",
+        "networkPolicy.enabled=true",
+        namespace=namespace,
+    )
+    accepted = dry_run_strict(control_plane, namespace, docs)
+    for doc in docs:
+        group = doc["apiVersion"].rpartition("/")[0]
+        kind = f"{doc['kind'].lower()}.{group}" if group else doc["kind"].lower()
+        assert f"{kind}/{doc['metadata']['name']} created (server dry run)" in accepted, accepted
+
+    (serving,) = [d for d in docs if d["metadata"]["name"] == "strict-serving"]
+    serving["spec"]["dnsName"] = ["strict"]
+    refused = dry_run_strict(control_plane, namespace, [serving])
+    assert 'unknown field "dnsName"' in refused
 
 
 # What the webhook may do, and nothing more (besides what every authenticated user may).
