@@ -88,8 +88,10 @@ def create_node(
     cpu: str = "64",
     memory: str = "512Gi",
     pods: str = "110",
+    extended: Mapping[str, str] | None = None,
 ) -> Obj:
-    """Create a Node and make it schedulable without a kubelet.
+    """Create a Node and make it schedulable without a kubelet; `extended` resources (such
+    as the device plugin's nvidia.com/gpu) are added to its capacity and allocatable.
 
     The status (Ready condition, capacity/allocatable) can only be set through the status
     subresource. The TaintNodesByCondition admission plugin adds a not-ready:NoSchedule taint
@@ -100,7 +102,7 @@ def create_node(
     body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node_labels}}
     core.create_node(client.V1Node.model_validate(body))
     now = _now()
-    resources = {"cpu": cpu, "memory": memory, "pods": pods}
+    resources = {"cpu": cpu, "memory": memory, "pods": pods, **(extended or {})}
     status = {
         "capacity": resources,
         "allocatable": resources,
@@ -457,6 +459,15 @@ def add_gpu_node(api: client.ApiClient, names: list[str], **kwargs: Any) -> str:
     """create_gpu_node under a fresh name, recorded in `names` (the gpu_nodes fixture)."""
     name = f"gpu-{uuid.uuid4().hex[:6]}"
     create_gpu_node(api, name, **kwargs)
+    names.append(name)
+    return name
+
+
+def add_device_plugin_node(api: client.ApiClient, names: list[str], gpus: int) -> str:
+    """A node whose GPUs only the device plugin offers: nvidia.com/gpu in allocatable and no
+    ResourceSlice; recorded in `names` (the gpu_nodes fixture)."""
+    name = f"plugin-{uuid.uuid4().hex[:6]}"
+    create_node(api, name, extended={"nvidia.com/gpu": str(gpus)})
     names.append(name)
     return name
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from typing import Any
 
 import pytest
@@ -16,6 +15,8 @@ from tests.e2e.controlplane import ControlPlane
 from tests.e2e.fixtures import (
     A100_SXM4_40GB,
     H100_80GB_HBM3,
+    GpuProduct,
+    add_device_plugin_node,
     add_gpu_node,
     allocated_devices,
     device_class,
@@ -63,17 +64,10 @@ def test_pod_is_translated_allocated_and_bound(
     assert {d["pool"] for d in devices} == {node}
 
 
-def test_deployment_gets_the_device_plugins_capacity(
-    webhook: Webhook,
-    api_client: client.ApiClient,
-    control_plane: ControlPlane,
-    namespace: str,
-    gpu_nodes: list[str],
-) -> None:
-    add_gpu_node(api_client, gpu_nodes, gpus=2)
-    webhook.set_mode(api_client, namespace, "enabled")
+def infer_deployment() -> Obj:
+    """Three replicas of a pod asking for one GPU."""
     labels = {"app": "infer"}
-    deployment = {
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "infer"},
@@ -86,58 +80,122 @@ def test_deployment_gets_the_device_plugins_capacity(
             },
         },
     }
-    control_plane.create(namespace, deployment)
-    core = client.CoreV1Api(api_client)
 
-    def pods() -> list[Obj] | None:
+
+def wait_for_two_bound_one_refused(api: client.ApiClient, namespace: str, why: str) -> list[Obj]:
+    """The Deployment's steady state on two GPUs: two pods bound, the third refused by the
+    scheduler for `why`. A pod can be Unschedulable for a moment while its ResourceClaim is
+    being created, so only the reason for the lack of devices counts. Returns the pods."""
+    core = client.CoreV1Api(api)
+    last: list[Obj] = []
+
+    def settled() -> list[Obj] | None:
+        nonlocal last
         items = core.list_namespaced_pod(namespace, label_selector="app=infer").items
-        return (
-            [api_client.sanitize_for_serialization(p) for p in items] if len(items) == 3 else None
-        )
-
-    listed = wait_for(pods, 60, "3 pods of the Deployment")
-    names = {p["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] for p in listed}
-    assert len(names) == 1, "all replicas share one template"
-    assert all("limits" not in p["spec"]["containers"][0]["resources"] for p in listed)
-
-    def settled() -> tuple[int, list[str]] | None:
-        # A pod can be Unschedulable for a moment while its ResourceClaim is being created;
-        # only two bound pods is the steady state.
-        current = [read_pod(api_client, namespace, p["metadata"]["name"]) for p in listed]
-        bound = sum(1 for p in current if p["spec"].get("nodeName"))
-        unschedulable = [
-            c.get("message", "")
-            for p in current
+        last = [api.sanitize_for_serialization(p) for p in items]
+        bound = [p for p in last if p["spec"].get("nodeName")]
+        refused = [
+            p
+            for p in last
             for c in p["status"].get("conditions") or []
-            if c.get("reason") == "Unschedulable"
+            if c.get("reason") == "Unschedulable" and why in c.get("message", "")
         ]
-        return (bound, unschedulable) if bound == 2 and len(unschedulable) == 1 else None
+        return last if len(last) == 3 and len(bound) == 2 and len(refused) == 1 else None
 
-    wait_for(settled, 90, "2 pods bound and 1 unschedulable")
-    time.sleep(3)  # the third pod stays Pending: two devices, as under the device plugin
-    still = settled()
-    assert still is not None, "the third pod must stay Pending"
-    assert "claim" in still[1][0], still[1][0]
+    def describe() -> str:
+        states = [(p["spec"].get("nodeName"), p["status"].get("conditions")) for p in last]
+        return f"2 pods bound and 1 refused ({why}) in {namespace}: {states}"
+
+    return wait_for(settled, 90, describe)
 
 
+def test_deployment_gets_the_device_plugins_capacity(
+    webhook: Webhook,
+    api_client: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    second_namespace: str,
+    gpu_nodes: list[str],
+) -> None:
+    # Two GPUs each way: DRA devices on one node, the device plugin's allocatable on another.
+    dra_node = add_gpu_node(api_client, gpu_nodes, gpus=2)
+    plugin_node = add_device_plugin_node(api_client, gpu_nodes, gpus=2)
+    webhook.set_mode(api_client, namespace, "enabled")
+    webhook.set_mode(api_client, second_namespace, "disabled")
+    control_plane.create(namespace, infer_deployment())
+    control_plane.create(second_namespace, infer_deployment())
+
+    dra = wait_for_two_bound_one_refused(api_client, namespace, "cannot allocate all claims")
+    plugin = wait_for_two_bound_one_refused(
+        api_client, second_namespace, "Insufficient nvidia.com/gpu"
+    )
+
+    names = {p["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] for p in dra}
+    assert len(names) == 1, "all replicas share one template"
+    assert all("limits" not in p["spec"]["containers"][0]["resources"] for p in dra)
+    assert all("resourceClaims" not in p["spec"] for p in plugin)
+    dra_nodes = sorted(p["spec"].get("nodeName") or "" for p in dra)
+    plugin_nodes = sorted(p["spec"].get("nodeName") or "" for p in plugin)
+    assert (dra_nodes, plugin_nodes) == (["", dra_node, dra_node], ["", plugin_node, plugin_node])
+
+
+PREFERRED = "e2e.gpu2dra.io/preferred"
+
+
+@pytest.mark.parametrize(
+    ("wanted", "other"),
+    [(H100_80GB_HBM3, A100_SXM4_40GB), (A100_SXM4_40GB, H100_80GB_HBM3)],
+    ids=["h100", "a100"],
+)
 def test_gfd_product_selector_picks_the_product(
     webhook: Webhook,
     api_client: client.ApiClient,
     control_plane: ControlPlane,
     namespace: str,
     gpu_nodes: list[str],
+    wanted: GpuProduct,
+    other: GpuProduct,
 ) -> None:
-    add_gpu_node(api_client, gpu_nodes, product=A100_SXM4_40GB, gpus=2)
-    h100 = add_gpu_node(api_client, gpu_nodes, product=H100_80GB_HBM3, gpus=2)
+    right = add_gpu_node(api_client, gpu_nodes, product=wanted, gpus=2)
+    # The scheduler prefers the other node, so only the device selector can lead to `right`.
+    wrong = add_gpu_node(api_client, gpu_nodes, product=other, gpus=2, labels={PREFERRED: "1"})
     webhook.set_mode(api_client, namespace, "enabled")
+    term = {"matchExpressions": [{"key": PREFERRED, "operator": "Exists"}]}
+    affinity = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]
+        }
+    }
+    control_plane.create(namespace, gpu_pod("any", {"nvidia.com/gpu": 1}, affinity=affinity))
+    any_node = wait_for_pod_scheduled(api_client, namespace, "any")["spec"]["nodeName"]
+    assert any_node == wrong, "without a product selector the preferred node wins"
+
+    product = wanted.name.replace(" ", "-")
     pod = gpu_pod(
-        "h100",
+        "picky",
         {"nvidia.com/gpu": 1},
-        nodeSelector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+        affinity=affinity,
+        nodeSelector={"nvidia.com/gpu.product": product},
     )
     stored, _ = control_plane.create(namespace, pod)
     assert "nodeSelector" not in stored["spec"], "DRA nodes need not carry GFD labels"
-    assert wait_for_pod_scheduled(api_client, namespace, "h100")["spec"]["nodeName"] == h100
+    (claim,) = stored["spec"]["resourceClaims"]
+    (template,) = [
+        t
+        for t in templates_in(api_client, namespace)
+        if t["metadata"]["name"] == claim["resourceClaimTemplateName"]
+    ]
+    assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] == [
+        {
+            "cel": {
+                "expression": "device.attributes['gpu.nvidia.com'].productName"
+                f".replace(' ', '-') == '{product}'"
+            }
+        }
+    ]
+    assert wait_for_pod_scheduled(api_client, namespace, "picky")["spec"]["nodeName"] == right
+    devices = allocated_devices(api_client, read_pod(api_client, namespace, "picky"))
+    assert [d["pool"] for d in devices] == [right]
 
 
 def test_mig_profile_is_allocated(
@@ -168,12 +226,41 @@ def test_namespaces_not_opted_in_are_untouched(
     api_client: client.ApiClient,
     control_plane: ControlPlane,
     namespace: str,
+    second_namespace: str,
     mode: str | None,
 ) -> None:
     webhook.set_mode(api_client, namespace, mode)
+    webhook.set_mode(api_client, second_namespace, "enabled")
+    before = mutate_requests(webhook)
     stored, warnings = control_plane.create(namespace, gpu_pod("p", {"nvidia.com/gpu": 1}))
+    translated, _ = control_plane.create(second_namespace, gpu_pod("p", {"nvidia.com/gpu": 1}))
+
     assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert "resourceClaims" not in stored["spec"] and warnings == ""
+    assert translated["spec"]["resourceClaims"][0]["name"] == "main-gpu"
+    assert mutate_requests(webhook) - before == 1, "the namespaceSelector sends only the second"
+
+
+def mutate_requests(webhook: Webhook) -> float:
+    return webhook.metric("gpu2dra_requests_total", endpoint="mutate")
+
+
+def test_pods_without_gpus_never_reach_the_webhook(
+    webhook: Webhook,
+    api_client: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+) -> None:
+    webhook.set_mode(api_client, namespace, "enabled")
+    before = mutate_requests(webhook)
+    plain = gpu_pod("plain", {"cpu": "1"})
+    fpga = gpu_pod("fpga", {"example.com/fpga": 1})
+    stored = [control_plane.create(namespace, pod)[0] for pod in (plain, fpga)]
+    gpu, _ = control_plane.create(namespace, gpu_pod("gpu", {"nvidia.com/gpu": 1}))
+
+    assert all("resourceClaims" not in pod["spec"] for pod in stored)
+    assert gpu["spec"]["resourceClaims"][0]["name"] == "main-gpu"
+    assert mutate_requests(webhook) - before == 1, "matchConditions send only the GPU pod"
 
 
 def test_audit_namespace_warns_and_stores_unchanged(
@@ -272,7 +359,7 @@ def test_webhook_down_admits_unchanged_then_resumes(
     assert stored["spec"]["resourceClaims"][0]["name"] == "main-gpu"
 
 
-def test_deleted_device_class_stops_translation(
+def test_deleted_device_class_stops_translation_until_restored(
     webhook: Webhook,
     api_client: client.ApiClient,
     control_plane: ControlPlane,
@@ -280,25 +367,36 @@ def test_deleted_device_class_stops_translation(
 ) -> None:
     webhook.set_mode(api_client, namespace, "enabled")
     custom = client.CustomObjectsApi(api_client)
+    mig = gpu_pod("before", {"nvidia.com/mig-1g.5gb": 1})
+    classes = webhook.metric("gpu2dra_cache_objects", cache="deviceclasses")
     custom.delete_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", "mig.nvidia.com")
+    deleted = time.monotonic()
     try:
-
-        def untouched() -> tuple[Obj, str] | None:
-            name = f"mig-{uuid.uuid4().hex[:5]}"
-            stored, warnings = control_plane.create(
-                namespace, gpu_pod(name, {"nvidia.com/mig-1g.5gb": 1})
-            )
-            return (stored, warnings) if "resourceClaims" not in stored["spec"] else None
-
-        stored, warnings = wait_for(untouched, 30, "the webhook to see the deletion")
-        assert stored["spec"]["containers"][0]["resources"]["limits"] == {
-            "nvidia.com/mig-1g.5gb": "1"
-        }
-        assert "DeviceClass mig.nvidia.com does not exist" in warnings
+        wait_for(
+            lambda: webhook.metric("gpu2dra_cache_objects", cache="deviceclasses") == classes - 1,
+            10,
+            "the webhook's DeviceClass cache to drop mig.nvidia.com",
+        )
+        stored, warnings = control_plane.create(namespace, {**mig, "metadata": {"name": "gone"}})
+        seconds = time.monotonic() - deleted
     finally:
         custom.create_cluster_custom_object(
             "resource.k8s.io", "v1", "deviceclasses", device_class("mig.nvidia.com", "mig")
         )
+    assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.5gb": "1"}
+    assert "resourceClaims" not in stored["spec"]
+    assert "DeviceClass mig.nvidia.com does not exist" in warnings
+    assert seconds < 15, f"the pod after the deletion was answered {seconds:.1f}s later"
+
+    wait_for(
+        lambda: webhook.metric("gpu2dra_cache_objects", cache="deviceclasses") == classes,
+        10,
+        "the webhook's DeviceClass cache to see mig.nvidia.com again",
+    )
+    restored, warnings = control_plane.create(namespace, {**mig, "metadata": {"name": "back"}})
+    assert restored["spec"]["resourceClaims"][0]["name"] == "main-mig-1g-5gb"
+    assert "limits" not in restored["spec"]["containers"][0]["resources"]
+    assert warnings == ""
 
 
 def test_controllers_pods_are_translated(
@@ -344,11 +442,17 @@ def test_controllers_pods_are_translated(
     core = client.CoreV1Api(api_client)
 
     def owners() -> set[str] | None:
+        # The CronJob's Job is named cron-<minute>; its pods, like the others', have one owner.
         pods = core.list_namespaced_pod(namespace).items
-        kinds = {(p.metadata.owner_references or [{}])[0].name.split("-")[0]: p for p in pods}
-        return set(kinds) if {"job", "sts", "cron"} <= set(kinds) else None
+        found = {
+            f"{ref.kind}/{ref.name.split('-')[0]}"
+            for pod in pods
+            for ref in pod.metadata.owner_references or []
+        }
+        return found if {"Job/job", "StatefulSet/sts", "Job/cron"} <= found else None
 
-    wait_for(owners, 90, "pods of the Job, the StatefulSet and the CronJob's Job")
+    # `* * * * *` waits for the next minute boundary: up to 60 s, more on a busy machine.
+    wait_for(owners, 150, "pods of the Job, the StatefulSet and the CronJob's Job")
     for pod in core.list_namespaced_pod(namespace).items:
         spec = api_client.sanitize_for_serialization(pod)["spec"]
         assert spec["resourceClaims"][0]["name"] == "main-gpu", pod.metadata.name
