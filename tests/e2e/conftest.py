@@ -65,7 +65,7 @@ def missing_tools(
     if not go:
         return (
             "fail" if ci else "skip"
-        ), f"Go is not installed, so the control plane is not: {names}"
+        ), f"Go is not installed to build the control plane: {names}"
     return "fail", f"{names}: run `bash {BUILD_HINT}`"
 
 
