@@ -62,11 +62,9 @@ def missing_tools(
     if not missing:
         return None
     names = f"{', '.join(missing)} missing in {bin_dir}"
-    if not go:
-        return (
-            "fail" if ci else "skip"
-        ), f"Go is not installed to build the control plane: {names}"
-    return "fail", f"{names}: run `bash {BUILD_HINT}`"
+    if go:
+        return "fail", f"{names}: run `bash {BUILD_HINT}`"
+    return ("fail" if ci else "skip"), f"Go is not installed to build the control plane: {names}"
 
 
 @pytest.fixture(scope="session")
