@@ -12,6 +12,7 @@ import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from app.admission import Mutator, describe
@@ -22,15 +23,17 @@ from app.inspect import (
     RESOURCE,
     Reader,
     ReadError,
+    Unreachable,
+    attempt,
     cluster_policy,
     connect,
     registrations,
 )
 from app.kube import Obj
 from app.policy import MODE_LABEL, Policy
-from app.translate import TEMPLATE_PREFIX, translate
+from app.translate import TEMPLATE_PREFIX, Translation, translate
 
-State = Literal["ok", "FAIL", "info"]
+State = Literal["ok", "FAIL", "WARN", "info"]
 MAX_DEVICE_LINES = 16
 
 
@@ -41,17 +44,22 @@ class Step:
     details: tuple[str, ...] = ()
 
 
+# What was read; a ReadError in place of what could not be (None: it does not exist).
+Listed = list[Obj] | ReadError
+Found = Obj | ReadError | None
+
+
 @dataclass(frozen=True, slots=True)
 class PodFacts:
     pod: Obj
-    namespace_labels: Mapping[str, str] | None
-    device_classes: list[Obj]
-    templates: dict[str, Obj | None] = field(default_factory=dict)  # by name
+    namespace_labels: Mapping[str, str] | ReadError | None
+    device_classes: Listed
+    templates: dict[str, Found] = field(default_factory=dict)  # by name
     claim_names: dict[str, str | None] = field(default_factory=dict)  # pod claim -> ResourceClaim
-    claims: dict[str, Obj | None] = field(default_factory=dict)  # by ResourceClaim name
-    all_claims: list[Obj] = field(default_factory=list)
-    slices: list[Obj] = field(default_factory=list)
-    events: list[Obj] = field(default_factory=list)
+    claims: dict[str, Found] = field(default_factory=dict)  # by ResourceClaim name
+    all_claims: Listed = field(default_factory=list)
+    slices: Listed = field(default_factory=list)
+    events: Listed = field(default_factory=list)
     webhook_registered: bool | None = None  # None: could not tell
 
 
@@ -63,6 +71,10 @@ class Explanation:
 
 
 # ---- the pure part -----------------------------------------------------------------------
+
+
+def _unreadable(what: str, err: ReadError) -> Step:
+    return Step("WARN", f"cannot read {what}: {err}")
 
 
 def _legacy(spec: Obj, policy: Policy) -> list[str]:
@@ -81,7 +93,6 @@ def _legacy(spec: Obj, policy: Policy) -> list[str]:
 def _not_translated(facts: PodFacts, policy: Policy, legacy: list[str]) -> list[Step]:
     pod, spec = facts.pod, facts.pod.get("spec") or {}
     namespace = pod["metadata"].get("namespace", "")
-    catalog = Catalog.from_objects(facts.device_classes)
     review: Any = {
         "uid": "",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -92,10 +103,29 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: list[str]) -> list[
     asks = ", ".join(legacy)
     if reason := Mutator(policy).skip_reason(review):
         return [Step("info", f"not translated ({asks}): {reason}; it uses the device plugin")]
+    if isinstance(facts.namespace_labels, ReadError):
+        return [_unreadable(f"namespace {namespace}, so its mode", facts.namespace_labels)]
+    notes = []
+    if isinstance(facts.device_classes, ReadError):
+        notes.append(
+            _unreadable("DeviceClasses (the policy's list stands in)", facts.device_classes)
+        )
+        catalog = Catalog.of(policy.device_classes)
+    else:
+        catalog = Catalog.from_objects(facts.device_classes)
     mode = policy.mode_for(facts.namespace_labels)
     label = (facts.namespace_labels or {}).get(MODE_LABEL)
     where = f"label {MODE_LABEL}={label}" if label is not None else "no label: the default mode"
     translation = translate(spec, policy, catalog)
+    return notes + _verdict(facts, asks, mode, where, translation)
+
+
+def _verdict(
+    facts: PodFacts, asks: str, mode: str, where: str, translation: Translation
+) -> list[Step]:
+    """Why gpu2dra left the pod untranslated in a namespace of this mode."""
+    spec = facts.pod.get("spec") or {}
+    namespace = facts.pod["metadata"].get("namespace", "")
     if mode == "disabled":
         return [
             Step(
@@ -276,9 +306,6 @@ def _match(exprs: list[str], device: Device) -> str | None:
 def _claim_steps(facts: PodFacts) -> list[Step]:
     pod = facts.pod
     namespace = pod["metadata"].get("namespace", "")
-    classes = {c["metadata"]["name"]: c for c in facts.device_classes}
-    owners = _allocated_to(facts.all_claims)
-    devices = devices_of(facts.slices)
     steps: list[Step] = []
     for pod_claim in (pod.get("spec") or {}).get("resourceClaims") or []:
         label = f"claim {pod_claim.get('name')}"
@@ -286,7 +313,9 @@ def _claim_steps(facts: PodFacts) -> list[Step]:
         if template_name:
             template = facts.templates.get(template_name)
             by = "gpu2dra's " if str(template_name).startswith(TEMPLATE_PREFIX) else ""
-            if template is None:
+            if isinstance(template, ReadError):
+                steps.append(_unreadable(f"{label}'s ResourceClaimTemplate", template))
+            elif template is None:
                 steps.append(
                     Step(
                         "FAIL",
@@ -295,15 +324,8 @@ def _claim_steps(facts: PodFacts) -> list[Step]:
                     )
                 )
                 continue
-            spec = (template.get("spec") or {}).get("spec") or {}
-            wants = "; ".join(
-                f"{r.get('count') or 1} x {r.get('deviceClassName')}"
-                + (f" where {' && '.join(_selectors(r))}" if _selectors(r) else "")
-                for _, r in _requests(spec)
-            )
-            steps.append(
-                Step("ok", f"{label}: {by}ResourceClaimTemplate {template_name} exists ({wants})")
-            )
+            else:
+                steps.append(_template_step(label, by, str(template_name), template))
         claim_name = pod_claim.get("resourceClaimName") or facts.claim_names.get(
             str(pod_claim.get("name"))
         )
@@ -317,6 +339,9 @@ def _claim_steps(facts: PodFacts) -> list[Step]:
             )
             continue
         claim = facts.claims.get(claim_name)
+        if isinstance(claim, ReadError):
+            steps.append(_unreadable(f"{label}'s ResourceClaim {claim_name}", claim))
+            continue
         if claim is None:
             steps.append(Step("FAIL", f"{label}: ResourceClaim {namespace}/{claim_name} not found"))
             continue
@@ -327,13 +352,38 @@ def _claim_steps(facts: PodFacts) -> list[Step]:
             steps.append(Step("ok", f"{label}: ResourceClaim {claim_name} allocated: {got}"))
             continue
         steps.append(Step("FAIL", f"{label}: ResourceClaim {claim_name} is not allocated"))
-        key = f"{namespace}/{claim_name}"
-        for name, request in _requests(claim.get("spec") or {}):
-            steps.append(analyse_request(name, request, key, classes, devices, owners))
+        steps += _devices_steps(facts, claim, f"{namespace}/{claim_name}")
         constraints = (claim.get("spec") or {}).get("devices", {}).get("constraints")
         if constraints:
             steps.append(Step("info", f"{label}: its constraints ({constraints}) are not checked"))
     return steps
+
+
+def _template_step(label: str, by: str, name: str, template: Obj) -> Step:
+    spec = (template.get("spec") or {}).get("spec") or {}
+    wants = "; ".join(
+        f"{r.get('count') or 1} x {r.get('deviceClassName')}"
+        + (f" where {' && '.join(_selectors(r))}" if _selectors(r) else "")
+        for _, r in _requests(spec)
+    )
+    return Step("ok", f"{label}: {by}ResourceClaimTemplate {name} exists ({wants})")
+
+
+def _devices_steps(facts: PodFacts, claim: Obj, key: str) -> list[Step]:
+    """Each request of an unallocated claim against the devices, when all of them were read."""
+    classes, slices, claims = facts.device_classes, facts.slices, facts.all_claims
+    if isinstance(classes, ReadError):
+        return [_unreadable("DeviceClasses, so no device is checked", classes)]
+    if isinstance(slices, ReadError):
+        return [_unreadable("ResourceSlices, so no device is checked", slices)]
+    if isinstance(claims, ReadError):
+        return [_unreadable("all ResourceClaims, so no device is checked", claims)]
+    by_name = {c["metadata"]["name"]: c for c in classes}
+    owners, devices = _allocated_to(claims), devices_of(slices)
+    return [
+        analyse_request(name, request, key, by_name, devices, owners)
+        for name, request in _requests(claim.get("spec") or {})
+    ]
 
 
 def _schedule_step(pod: Obj) -> Step:
@@ -378,8 +428,11 @@ def explain(facts: PodFacts, policy: Policy) -> Explanation:
             steps.append(Step("ok", f"translated by gpu2dra: claim(s) {', '.join(ours)}"))
         steps += _claim_steps(facts)
     steps.append(_schedule_step(pod))
+    if isinstance(facts.events, ReadError):
+        steps.append(_unreadable("the pod's events", facts.events))
     events = sorted(
-        facts.events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or "")
+        facts.events if isinstance(facts.events, list) else [],
+        key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""),
     )
     return Explanation(headline, tuple(steps), tuple(_event_line(e) for e in events[-8:]))
 
@@ -399,14 +452,20 @@ def render(explanation: Explanation) -> str:
 
 
 def gather(reader: Reader, namespace: str, name: str) -> PodFacts:
-    pod = reader.find(f"/api/v1/namespaces/{namespace}/pods/{name}")
+    """The pod (which must be readable) and what it depends on, each as far as it can be read."""
+    try:
+        pod = reader.find(f"/api/v1/namespaces/{namespace}/pods/{name}")
+    except Unreachable:
+        raise
+    except ReadError as err:
+        raise ReadError(f"cannot read pod {namespace}/{name}: {err}") from None
     if pod is None:
         raise ReadError(f"pod {namespace}/{name} not found")
-    ns = reader.find(f"/api/v1/namespaces/{namespace}") or {}
+    ns = attempt(partial(reader.find, f"/api/v1/namespaces/{namespace}"))
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    claims_path = f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+    in_ns = f"{RESOURCE}/namespaces/{namespace}"
     templates = {
-        str(t): reader.find(f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates/{t}")
+        str(t): attempt(partial(reader.find, f"{in_ns}/resourceclaimtemplates/{t}"))
         for c in spec.get("resourceClaims") or []
         if (t := c.get("resourceClaimTemplateName"))
     }
@@ -419,33 +478,38 @@ def gather(reader: Reader, namespace: str, name: str) -> PodFacts:
         for c in spec.get("resourceClaims") or []
         if (n := c.get("resourceClaimName") or claim_names.get(str(c.get("name"))))
     }
-    claims = {n: reader.find(f"{claims_path}/{n}") for n in sorted(wanted)}
+    claims = {
+        n: attempt(partial(reader.find, f"{in_ns}/resourceclaims/{n}")) for n in sorted(wanted)
+    }
     unallocated = any(
-        c is not None and not (c.get("status") or {}).get("allocation") for c in claims.values()
+        isinstance(c, dict) and not (c.get("status") or {}).get("allocation")
+        for c in claims.values()
     )
-    try:
-        events = reader.items(
+    events = attempt(
+        lambda: reader.items(
             f"/api/v1/namespaces/{namespace}/events",
             fieldSelector=f"involvedObject.kind=Pod,involvedObject.name={name}",
         )
-    except ReadError:
-        events = []
-    try:
-        registered: bool | None = any(
-            any(h.get("name") == MUTATING_WEBHOOK for h in r.webhooks)
-            for r in registrations(reader)
-        )
-    except ReadError:
-        registered = None
+    )
+    regs = attempt(lambda: registrations(reader))
+    registered = (
+        None
+        if isinstance(regs, ReadError)
+        else any(h.get("name") == MUTATING_WEBHOOK for r in regs for h in r.webhooks)
+    )
     return PodFacts(
         pod=pod,
-        namespace_labels=(ns.get("metadata") or {}).get("labels") or {},
-        device_classes=reader.items(f"{RESOURCE}/deviceclasses"),
+        namespace_labels=ns
+        if isinstance(ns, ReadError)
+        else ((ns or {}).get("metadata") or {}).get("labels") or {},
+        device_classes=attempt(partial(reader.items, f"{RESOURCE}/deviceclasses")),
         templates=templates,
         claim_names=claim_names,
         claims=claims,
-        all_claims=reader.items(f"{RESOURCE}/resourceclaims") if unallocated else [],
-        slices=reader.items(f"{RESOURCE}/resourceslices") if unallocated else [],
+        all_claims=attempt(partial(reader.items, f"{RESOURCE}/resourceclaims"))
+        if unallocated
+        else [],
+        slices=attempt(partial(reader.items, f"{RESOURCE}/resourceslices")) if unallocated else [],
         events=events,
         webhook_registered=registered,
     )

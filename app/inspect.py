@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import socket
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import orjson
@@ -19,6 +21,7 @@ from kubernetes import client, config
 from app.kube import Obj
 from app.policy import Policy, PolicyError, load_policy, parse_policy
 
+T = TypeVar("T")
 RESOURCE = "/apis/resource.k8s.io/v1"
 # The webhooks the chart registers, whatever the release is called.
 MUTATING_WEBHOOK = "pods.mutate.gpu2dra.io"
@@ -35,6 +38,17 @@ class NotFound(ReadError):
 
 class Unreachable(ReadError):
     """No answer from the API server at all: nothing else is worth trying."""
+
+
+def attempt(read: Callable[[], T]) -> T | ReadError:
+    """What `read` returns, or the ReadError it raised, so that a command can say what it
+    could not read and go on; an API server that does not answer still ends it."""
+    try:
+        return read()
+    except Unreachable:
+        raise
+    except ReadError as err:
+        return err
 
 
 def connect(kubeconfig: Path | None = None, timeout: float = 10.0) -> Reader:

@@ -15,13 +15,22 @@ import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import orjson
 from kubernetes import config
 
 from app.catalog import Catalog
-from app.inspect import RESOURCE, Reader, ReadError, cluster_policy, connect, namespaced
+from app.inspect import (
+    RESOURCE,
+    Reader,
+    ReadError,
+    attempt,
+    cluster_policy,
+    connect,
+    namespaced,
+)
 from app.kube import Obj
 from app.manifests import is_pod_spec, translate_documents
 from app.policy import MODE_LABEL, Policy
@@ -65,7 +74,7 @@ class Namespace:
 class Report:
     namespaces: list[Namespace]
     rollout: list[str]  # namespaces not enabled yet, the ones that translate cleanly first
-    unreadable: list[str]  # kinds that could not be listed
+    unreadable: list[str]  # what could not be read, and why
 
 
 # ---- the pure part -----------------------------------------------------------------------
@@ -165,13 +174,14 @@ def _controller(obj: Obj) -> Obj | None:
 
 
 def build(
-    namespaces: list[Obj],
+    namespaces: list[Obj] | None,
     objects: list[tuple[str, Obj]],
     policy: Policy,
     catalog: Catalog,
     unreadable: list[str] | None = None,
 ) -> Report:
-    """`objects`: (kind, object) of every kind listed, owners before what they own."""
+    """`objects`: (kind, object) of every kind listed, owners before what they own.
+    `namespaces` None: they could not be read, so their modes are unknown."""
     uids = {str(o["metadata"].get("uid")) for _, o in objects}
     rows: dict[str, list[Workload]] = {}
     seen_owners: set[str] = set()
@@ -192,15 +202,17 @@ def build(
                 row = Workload(**{**asdict(row), "seen_through": through})
             rows.setdefault(ns, []).append(row)
     out = []
-    for ns_obj in sorted(namespaces, key=lambda n: n["metadata"]["name"]):
+    listed = namespaces if namespaces is not None else [{"metadata": {"name": n}} for n in rows]
+    for ns_obj in sorted(listed, key=lambda n: n["metadata"]["name"]):
         name = ns_obj["metadata"]["name"]
         if name not in rows:
             continue
-        mode = (
-            "never changed"
-            if name in policy.skip_namespaces
-            else policy.mode_for(ns_obj["metadata"].get("labels"))
-        )
+        if name in policy.skip_namespaces:
+            mode = "never changed"
+        elif namespaces is None:
+            mode = "unknown"
+        else:
+            mode = policy.mode_for(ns_obj["metadata"].get("labels"))
         workloads = sorted(rows[name], key=lambda w: (w.kind, w.name))
         out.append(Namespace(name, mode, workloads))
     return Report(out, rollout_order(out), list(unreadable or []))
@@ -241,7 +253,8 @@ def render_table(report: Report) -> str:
         lines.extend(f"{pad}would create {t}" for t in w.templates)
         lines.extend(f"{pad}warning: {m}" for m in w.warnings)
     if not rows:
-        lines = ["no workload asks for legacy GPU resources"]
+        partly = " in what could be read" if report.unreadable else ""
+        lines = [f"no workload asks for legacy GPU resources{partly}"]
     lines += _rollout_lines(report)
     return "\n".join(lines) + "\n"
 
@@ -260,8 +273,7 @@ def _rollout_lines(report: Report) -> list[str]:
                 f"  {number}. {name} ({n.mode}, {len(n.workloads)} workload(s), {issues}): "
                 f"kubectl label namespace {name} {MODE_LABEL}={step} --overwrite"
             )
-    for kind in report.unreadable:
-        lines.append(f"not listed: {kind}")
+    lines.extend(f"cannot read {what}" for what in report.unreadable)
     return lines
 
 
@@ -312,34 +324,45 @@ def _custom_kinds(reader: Reader) -> list[tuple[str, str, str]]:
 
 
 def gather(
-    reader: Reader, namespace: str | None
-) -> tuple[list[Obj], list[tuple[str, Obj]], Catalog, list[str]]:
-    """Namespaces, (kind, object) of every workload kind, the catalog, and what was not
-    readable. A kind that cannot be listed is named, not fatal."""
-    if namespace:
-        ns = reader.find(f"/api/v1/namespaces/{namespace}")
-        if ns is None:
-            raise ReadError(f"namespace {namespace} not found")
-        namespaces = [ns]
-    else:
-        namespaces = reader.items("/api/v1/namespaces")
-    catalog = Catalog.from_objects(reader.items(f"{RESOURCE}/deviceclasses"))
+    reader: Reader, namespace: str | None, policy: Policy
+) -> tuple[list[Obj] | None, list[tuple[str, Obj]], Catalog, list[str]]:
+    """Namespaces (None: unreadable), (kind, object) of every workload kind, the catalog, and
+    what could not be read: each is named, none is fatal."""
     unreadable: list[str] = []
-    try:
-        custom = _custom_kinds(reader)
-    except ReadError as err:
+    namespaces = _namespaces(reader, namespace, unreadable)
+    classes = attempt(partial(reader.items, f"{RESOURCE}/deviceclasses"))
+    if isinstance(classes, ReadError):
+        unreadable.append(f"deviceclasses ({classes}): the policy's deviceClasses stand in")
+        catalog = Catalog.of(policy.device_classes)
+    else:
+        catalog = Catalog.from_objects(classes)
+    custom = attempt(partial(_custom_kinds, reader))
+    if isinstance(custom, ReadError):
+        unreadable.append(f"custom resources ({custom})")
         custom = []
-        unreadable.append(f"custom resources ({err})")
     kinds = [(p, plural, "") for p, plural in BUILTIN[:-1]] + custom + [(*BUILTIN[-1], "")]
     objects: list[tuple[str, Obj]] = []
     for prefix, plural, kind in kinds:
-        try:
-            items = reader.items(namespaced(prefix, plural, namespace))
-        except ReadError as err:
-            unreadable.append(f"{plural} ({err})")
+        items = attempt(partial(reader.items, namespaced(prefix, plural, namespace)))
+        if isinstance(items, ReadError):
+            unreadable.append(f"{plural} ({items})")
             continue
         objects.extend((kind or _kind_of(plural), o) for o in items)
     return namespaces, objects, catalog, unreadable
+
+
+def _namespaces(reader: Reader, namespace: str | None, unreadable: list[str]) -> list[Obj] | None:
+    if not namespace:
+        found = attempt(partial(reader.items, "/api/v1/namespaces"))
+    else:
+        one = attempt(partial(reader.find, f"/api/v1/namespaces/{namespace}"))
+        if one is None:
+            raise ReadError(f"namespace {namespace} not found")
+        found = one if isinstance(one, ReadError) else [one]
+    if isinstance(found, ReadError):
+        unreadable.append(f"namespaces ({found}): their modes are unknown")
+        return None
+    return found
 
 
 _KINDS: Mapping[str, str] = {
@@ -361,7 +384,7 @@ def main(args: argparse.Namespace) -> int:
     reader = connect(args.kubeconfig)
     policy, _ = cluster_policy(reader, args.policy)
     namespace = None if args.all_namespaces else (args.namespace or _current_namespace(args))
-    namespaces, objects, catalog, unreadable = gather(reader, namespace)
+    namespaces, objects, catalog, unreadable = gather(reader, namespace, policy)
     report = build(namespaces, objects, policy, catalog, unreadable)
     if args.output == "json":
         sys.stdout.buffer.write(render_json(report) + b"\n")

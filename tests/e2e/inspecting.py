@@ -8,7 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+from kubernetes import client
+
 from tests.e2e.controlplane import REPO_ROOT, ControlPlane
+from tests.e2e.fixtures import wait_for
 
 Obj = dict[str, Any]
 MODE = "gpu2dra.io/migration"
@@ -45,3 +49,90 @@ def doctor_with_source(plane: ControlPlane, *args: str) -> tuple[int, dict[str, 
     body = json.loads(done.stdout)
     assert body["ok"] == (done.returncode == 0)
     return done.returncode, {c["name"]: c for c in body["checks"]}, body["policy"]
+
+
+def kubeconfig_for(
+    plane: ControlPlane, path: Path, *, token: str = "", namespace: str = ""
+) -> Path:
+    """The admin kubeconfig with another user's `token` and/or a context `namespace`."""
+    config = yaml.safe_load(plane.kubeconfig.read_text())
+    if token:
+        config["users"][0]["user"] = {"token": token}
+    if namespace:
+        config["contexts"][0]["context"]["namespace"] = namespace
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def unschedulable(api: client.ApiClient, namespace: str, name: str) -> None:
+    """Wait until the scheduler has tried the pod and given up."""
+
+    def judged() -> bool:
+        pod = client.CoreV1Api(api).read_namespaced_pod(name, namespace)
+        return any(c.reason == "Unschedulable" for c in pod.status.conditions or [])
+
+    wait_for(judged, 60, f"the scheduler to give up on {namespace}/{name}")
+
+
+def pod_template(resources: Obj, **container: Any) -> Obj:
+    return {
+        "metadata": {"labels": {"app": "w"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "cuda:12",
+                    "resources": {"limits": resources},
+                    **container,
+                }
+            ]
+        },
+    }
+
+
+def train_job_crd(group: str) -> Obj:
+    """A custom resource TrainJob embedding a pod template, like Kubeflow's or Ray's."""
+    loose = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    containers = {"containers": {"type": "array", "items": loose}}
+    template = {**loose, "properties": {"spec": {**loose, "properties": containers}}}
+    spec = {"type": "object", "properties": {"template": template}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"trainjobs.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "trainjobs", "singular": "trainjob", "kind": "TrainJob"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec}}},
+                }
+            ],
+        },
+    }
+
+
+def create_crd(plane: ControlPlane, crd: Obj) -> None:
+    """Apply the CRD and wait until its kind is served."""
+    name, kind = crd["metadata"]["name"], crd["spec"]["names"]["kind"]
+    plane.kubectl("apply", "-f", "-", stdin=crd)
+    wait_for(
+        lambda: (
+            plane.kubectl("get", "crd", name, "-o", "jsonpath={.status.acceptedNames.kind}") == kind
+        ),
+        30,
+        f"the {kind} CRD",
+    )
+
+
+def train_job(name: str, group: str, gpus: int) -> Obj:
+    return {
+        "apiVersion": f"{group}/v1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {"template": pod_template({"nvidia.com/gpu": gpus})},
+    }

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client
 
 from app.certs import make_certs
@@ -23,7 +22,17 @@ from tests.e2e.fixtures import (
     wait_for,
     wait_for_default_service_account,
 )
-from tests.e2e.inspecting import Obj, doctor, doctor_with_source, gpu2dra
+from tests.e2e.inspecting import (
+    Obj,
+    create_crd,
+    doctor,
+    doctor_with_source,
+    gpu2dra,
+    kubeconfig_for,
+    train_job,
+    train_job_crd,
+    unschedulable,
+)
 from tests.e2e.webhook import Webhook, register, render_chart, unregister
 
 RESOURCE = ("resource.k8s.io", "v1")
@@ -464,6 +473,9 @@ def test_v1_not_served_fails(
 # ---- read permissions are enough ---------------------------------------------------------
 
 
+READONLY_GROUP = "readonly.gpu2dra.io"
+
+
 def test_commands_need_only_the_read_only_role(
     webhook: Webhook,
     api_client: client.ApiClient,
@@ -471,66 +483,104 @@ def test_commands_need_only_the_read_only_role(
     gpu_nodes: list[str],
     tmp_path: Path,
 ) -> None:
-    (role,) = [
+    """doctor, explain (on a pod whose claim is unallocated: it reads everything) and report
+    with a token bound to the chart's read-only role; then with the binding removed."""
+    roles = [
         d
         for d in render_chart(control_plane.bin_dir / "helm", "readOnlyRole.create=true")
-        if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-readonly")
+        if d["kind"] == "ClusterRole" and "-readonly" in d["metadata"]["name"]
     ]
-    verbs = {v for rule in role["rules"] for v in rule["verbs"]}
-    assert verbs <= {"get", "list", "watch"}
-    add_gpu_node(api_client, gpu_nodes, gpus=1, mig={0: ["7g.40gb"]})
+    assert {v for r in roles for rule in r["rules"] for v in rule["verbs"]} <= {"get", "list"}
+    (aggregate,) = [r["metadata"]["name"] for r in roles if "aggregationRule" in r]
+    node = add_gpu_node(api_client, gpu_nodes, gpus=2, mig={1: ["7g.40gb"]})
     namespace = create_namespace(api_client, "reader-")
-    name = role["metadata"]["name"]
+    crd = train_job_crd(READONLY_GROUP)
+    extra = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {
+            "name": "read-trainjobs",
+            "labels": {"gpu2dra.io/aggregate-to-readonly": "true"},
+        },
+        "rules": [{"apiGroups": [READONLY_GROUP], "resources": ["trainjobs"], "verbs": ["list"]}],
+    }
     try:
         wait_for_default_service_account(api_client, namespace)
-        control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(role))
+        webhook.set_mode(api_client, namespace, "enabled")
+        control_plane.create(namespace, gpu_pod("big", {"nvidia.com/gpu": 2}))
+        create_crd(control_plane, crd)
+        control_plane.create(namespace, train_job("llm", READONLY_GROUP, 4))
+        control_plane.kubectl(
+            "apply", "-f", "-", stdin={"kind": "List", "apiVersion": "v1", "items": roles}
+        )
         control_plane.kubectl("create", "serviceaccount", "reader", "-n", namespace)
         control_plane.kubectl(
             "create",
             "clusterrolebinding",
-            name,
-            f"--clusterrole={name}",
+            aggregate,
+            f"--clusterrole={aggregate}",
             f"--serviceaccount={namespace}:reader",
         )
-        control_plane.create(namespace, gpu_pod("p", {"nvidia.com/gpu": 1}))
         token = control_plane.kubectl("create", "token", "reader", "-n", namespace).strip()
-        reader = tmp_path / "reader.kubeconfig"
-        reader.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [
-                        {
-                            "name": "e2e",
-                            "cluster": {
-                                "server": control_plane.server,
-                                "certificate-authority": str(control_plane.ca_file),
-                            },
-                        }
-                    ],
-                    "users": [{"name": "reader", "user": {"token": token}}],
-                    "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "reader"}}],
-                    "current-context": "e2e",
-                }
-            )
-        )
-        done = gpu2dra(reader, "doctor", "-o", "json", check=0)
-        checks = json.loads(done.stdout)["checks"]
-        assert [c["summary"] for c in checks if "cannot read" in c["summary"]] == []
-        table = gpu2dra(reader, "report", "-A", check=0).stdout
-        assert "not listed" not in table
-        assert f"{namespace}  disabled  Pod/p" in table
-        explained = gpu2dra(reader, "explain", "pod", "p", "-n", namespace, check=0).stdout
-        assert "mode disabled" in explained
+        reader = kubeconfig_for(control_plane, tmp_path / "reader", token=token)
+        unschedulable(api_client, namespace, "big")
+
+        def rows() -> Obj | None:
+            done = gpu2dra(reader, "report", "-A", "-o", "json", check=0)
+            body: Obj = json.loads(done.stdout)
+            return body if not any("trainjobs" not in u for u in body["unreadable"]) else None
+
+        # The controller-manager fills the aggregated role: only custom resources stay hidden.
+        report = wait_for(rows, 30, "the read-only role's aggregation")
+        assert [u.split(" (")[0] for u in report["unreadable"]] == ["trainjobs"]
+        assert "403" in report["unreadable"][0]
+
+        checks = json.loads(gpu2dra(reader, "doctor", "-o", "json", check=None).stdout)
+        assert [c["summary"] for c in checks["checks"] if "cannot read" in c["summary"]] == []
+        text = gpu2dra(reader, "explain", "pod", "big", "-n", namespace, check=0).stdout
+        assert "cannot read" not in text
+        for line in (
+            "  ok    translated by gpu2dra: claim(s) main-gpu\n",
+            "  ok    claim main-gpu: gpu2dra's ResourceClaimTemplate gpu2dra-gpu-x2-",
+            "  FAIL  request gpu asks for 2 x gpu.nvidia.com: only 1 device(s) match",
+            f"          {node}/gpu-0: matches and is free\n",
+            "Warning FailedScheduling",
+        ):
+            assert line in text
+
+        control_plane.kubectl("apply", "-f", "-", stdin=extra)
+
+        def listed() -> Obj | None:
+            body = rows()
+            return body if body is not None and not body["unreadable"] else None
+
+        mine = [
+            n
+            for n in wait_for(listed, 30, "trainjobs to be readable")["namespaces"]
+            if n["name"] == namespace
+        ]
+        assert [(w["kind"], w["name"], w["gpus"]) for w in mine[0]["workloads"]] == [
+            ("TrainJob", "llm", {"nvidia.com/gpu": 4})
+        ]
+
+        control_plane.kubectl("delete", "clusterrolebinding", aggregate)
 
         def denied() -> bool:
-            forbidden = gpu2dra(reader, "doctor", check=None)
-            return "cannot read" in forbidden.stdout
+            return "cannot read" in gpu2dra(reader, "doctor", check=None).stdout
 
-        control_plane.kubectl("delete", "clusterrolebinding", name)
         assert wait_for(denied, 30, "the binding's removal to take effect")
+        done = gpu2dra(reader, "explain", "pod", "big", "-n", namespace, check=1)
+        path = f"/api/v1/namespaces/{namespace}/pods/big"
+        assert done.stderr.startswith(f"gpu2dra: cannot read pod {namespace}/big: GET {path}: 403 ")
+        table = gpu2dra(reader, "report", "-A", check=0).stdout
+        assert table.startswith("no workload asks for legacy GPU resources in what could be read\n")
+        assert "cannot read namespaces (GET /api/v1/namespaces: 403 " in table
+        assert "cannot read pods (GET /api/v1/pods: 403 " in table
     finally:
-        control_plane.kubectl("delete", "clusterrole", name, "--ignore-not-found")
-        control_plane.kubectl("delete", "clusterrolebinding", name, "--ignore-not-found")
+        for role in (*roles, extra):
+            control_plane.kubectl(
+                "delete", "clusterrole", role["metadata"]["name"], "--ignore-not-found"
+            )
+        control_plane.kubectl("delete", "clusterrolebinding", aggregate, "--ignore-not-found")
+        control_plane.kubectl("delete", "crd", crd["metadata"]["name"], "--ignore-not-found")
         delete_namespace(api_client, namespace)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from app.celdevices import Device, devices_of
 from app.explain import PodFacts, analyse_request, explain
+from app.inspect import ReadError
 from app.policy import load_policy
 from tests.e2e.fixtures import device_class, gpu_devices, gpu_resource_slice
 
@@ -109,4 +110,39 @@ def test_claim_not_created_yet_and_gated_pod() -> None:
             "kube-controller-manager creates it from the template)",
         ),
         ("FAIL", "not scheduled: scheduling gates example.com/wait are still set"),
+    ]
+
+
+def test_what_cannot_be_read_is_named_and_not_guessed() -> None:
+    """A translated pod whose claim is unallocated, read by someone who may read the pod and
+    its claim only: the devices are not judged on an empty list."""
+    forbidden = ReadError("403 forbidden")
+    pod = {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {
+            "resourceClaims": [{"name": "main-gpu", "resourceClaimTemplateName": "gpu2dra-t"}],
+            "containers": [{"name": "main", "resources": {"claims": [{"name": "main-gpu"}]}}],
+        },
+        "status": {"resourceClaimStatuses": [{"name": "main-gpu", "resourceClaimName": "p-c"}]},
+    }
+    claim = {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"count": 1}}]}}}
+    facts = PodFacts(
+        pod=pod,
+        namespace_labels=forbidden,
+        device_classes=forbidden,
+        templates={"gpu2dra-t": forbidden},
+        claim_names={"main-gpu": "p-c"},
+        claims={"p-c": claim},
+        all_claims=forbidden,
+        slices=forbidden,
+        events=forbidden,
+    )
+    steps = [(s.state, s.text) for s in explain(facts, load_policy(None)).steps]
+    assert steps == [
+        ("ok", "translated by gpu2dra: claim(s) main-gpu"),
+        ("WARN", "cannot read claim main-gpu's ResourceClaimTemplate: 403 forbidden"),
+        ("FAIL", "claim main-gpu: ResourceClaim p-c is not allocated"),
+        ("WARN", "cannot read DeviceClasses, so no device is checked: 403 forbidden"),
+        ("FAIL", "not scheduled yet: the scheduler has not judged it (is it running?)"),
+        ("WARN", "cannot read the pod's events: 403 forbidden"),
     ]

@@ -133,7 +133,7 @@ def test_outputs() -> None:
     assert "  1. ml (disabled, 1 workload(s), no warnings): kubectl label namespace ml" in (
         "\n".join(table)
     )
-    assert table[-1] == "not listed: trainjobs (GET ...: 403 forbidden)"
+    assert table[-1] == "cannot read trainjobs (GET ...: 403 forbidden)"
 
     (row,) = csv.DictReader(io.StringIO(render_csv(report)))
     assert (row["namespace"], row["kind"], row["replicas"], row["gpus"]) == (
@@ -150,3 +150,19 @@ def test_outputs() -> None:
 def test_nothing_to_report() -> None:
     report = build([namespace("ml")], [], POLICY, CATALOG)
     assert render_table(report) == "no workload asks for legacy GPU resources\n"
+
+
+def test_unreadable_namespaces_leave_modes_unknown_and_out_of_the_rollout() -> None:
+    pod = obj("Pod", "p", "ml", pod_spec(container("main", {"nvidia.com/gpu": 1})))
+    why = "namespaces (GET /api/v1/namespaces: 403 forbidden): their modes are unknown"
+    report = build(None, [pod], POLICY, CATALOG, [why])
+    assert [(n.name, n.mode) for n in report.namespaces] == [("ml", "unknown")]
+    assert report.rollout == []
+    assert render_table(report).splitlines()[-1] == f"cannot read {why}"
+
+
+def test_nothing_readable_says_so() -> None:
+    table = render_table(build(None, [], POLICY, CATALOG, ["pods (403)"]))
+    assert table == "no workload asks for legacy GPU resources in what could be read\n" + (
+        "cannot read pods (403)\n"
+    )
