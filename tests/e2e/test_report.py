@@ -7,6 +7,7 @@ import csv
 import io
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,81 +16,79 @@ from kubernetes import client
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.fixtures import (
     create_namespace,
+    create_node,
     delete_namespace,
+    delete_node,
     gpu_pod,
     label,
     wait_for,
     wait_for_default_service_account,
 )
-from tests.e2e.inspecting import gpu2dra
+from tests.e2e.inspecting import (
+    Obj,
+    create_crd,
+    gpu2dra,
+    kubeconfig_for,
+    pod_template,
+    train_job,
+    train_job_crd,
+)
 from tests.e2e.webhook import Webhook
 
-Obj = dict[str, Any]
-CRD = "trainjobs.e2e.gpu2dra.io"
+GROUP = "e2e.gpu2dra.io"
 
 
-def template(resources: Obj, **container: Any) -> Obj:
+def job(name: str, gpus: int, owner: Obj | None = None) -> Obj:
+    """A Job; with `owner`, as the CronJob controller makes it (the CronJob's controller
+    reference), so no test waits for a schedule."""
+    tpl = pod_template({"nvidia.com/gpu": gpus})
+    metadata: Obj = {"name": name}
+    if owner is not None:
+        meta = owner["metadata"]
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "CronJob",
+                "name": meta["name"],
+                "uid": meta["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
     return {
-        "metadata": {"labels": {"app": "w"}},
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {"template": {**tpl, "spec": {**tpl["spec"], "restartPolicy": "Never"}}},
+    }
+
+
+def cron_job(name: str, gpus: int) -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name},
+        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": job(name, gpus)["spec"]}},
+    }
+
+
+def workload(kind: str, name: str, gpus: int, **spec: Any) -> Obj:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name},
         "spec": {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "cuda:12",
-                    "resources": {"limits": resources},
-                    **container,
-                }
-            ]
+            "selector": {"matchLabels": {"app": "w"}},
+            "template": pod_template({"nvidia.com/gpu": gpus}),
+            **spec,
         },
     }
 
 
-def train_job_crd() -> Obj:
-    """A custom resource embedding a pod template, like Kubeflow's or Ray's."""
-    loose = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD},
-        "spec": {
-            "group": "e2e.gpu2dra.io",
-            "scope": "Namespaced",
-            "names": {"plural": "trainjobs", "singular": "trainjob", "kind": "TrainJob"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {
-                                "spec": {
-                                    "type": "object",
-                                    "properties": {
-                                        "template": {
-                                            **loose,
-                                            "properties": {
-                                                "spec": {
-                                                    **loose,
-                                                    "properties": {
-                                                        "containers": {
-                                                            "type": "array",
-                                                            "items": loose,
-                                                        }
-                                                    },
-                                                }
-                                            },
-                                        }
-                                    },
-                                }
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
+def owner_kinds(api: client.ApiClient, namespace: str) -> list[str]:
+    """The controller kind of each pod in the namespace."""
+    pods = client.CoreV1Api(api).list_namespaced_pod(namespace).items
+    return [r.kind for p in pods for r in p.metadata.owner_references or [] if r.controller]
 
 
 @pytest.fixture(scope="module")
@@ -97,93 +96,55 @@ def workloads(
     webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane
 ) -> Iterator[dict[str, str]]:
     """Three namespaces: `clean` (no label) and `audit` hold legacy GPU workloads, `enabled`
-    is migrated already."""
+    is migrated already. `clean`'s controllers have made their pods (a node exists for the
+    DaemonSet), so every pod is there to be folded into its top controller."""
     spaces = {
         k: create_namespace(api_client, f"report-{k}-") for k in ("clean", "audit", "enabled")
     }
-    control_plane.kubectl("apply", "-f", "-", stdin=train_job_crd())
+    node = f"report-{spaces['clean'][-5:]}"
+    create_node(api_client, node)
+    crd = train_job_crd(GROUP)
     try:
         for ns in spaces.values():
             wait_for_default_service_account(api_client, ns)
+        create_crd(control_plane, crd)
         label(api_client, spaces["audit"], "audit")
         label(api_client, spaces["enabled"], "enabled")
-        deployment = {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "infer"},
-            "spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": {"app": "w"}},
-                "template": template({"nvidia.com/gpu": 1}),
-            },
-        }
+        deployment = workload("Deployment", "infer", 1, replicas=2)
         control_plane.create(spaces["clean"], deployment)
         control_plane.create(spaces["enabled"], deployment)
-        cron = {
-            "apiVersion": "batch/v1",
-            "kind": "CronJob",
-            "metadata": {"name": "nightly"},
-            "spec": {
-                "schedule": "0 3 * * *",
-                "jobTemplate": {
-                    "spec": {
-                        "template": {
-                            **template({"nvidia.com/gpu": 2}),
-                            "spec": {
-                                **template({"nvidia.com/gpu": 2})["spec"],
-                                "restartPolicy": "Never",
-                            },
-                        }
-                    }
-                },
-            },
-        }
-        control_plane.create(spaces["clean"], cron)
-        wait_for(
-            lambda: (
-                control_plane.kubectl(
-                    "get", "crd", CRD, "-o", "jsonpath={.status.acceptedNames.kind}"
-                )
-                == "TrainJob"
+        clean = spaces["clean"]
+        nightly, _ = control_plane.create(clean, cron_job("nightly", 2))
+        control_plane.create(clean, job("nightly-29412345", 2, owner=nightly))
+        control_plane.create(clean, job("once", 8))
+        control_plane.create(clean, workload("DaemonSet", "agent", 1))
+        control_plane.create(clean, train_job("llm", GROUP, 4))
+        sts = workload(
+            "StatefulSet",
+            "db",
+            1,
+            serviceName="db",
+            replicas=1,
+            template=pod_template(
+                {"nvidia.com/gpu": 1}, env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
             ),
-            30,
-            "the TrainJob CRD",
         )
-        control_plane.create(
-            spaces["clean"],
-            {
-                "apiVersion": "e2e.gpu2dra.io/v1",
-                "kind": "TrainJob",
-                "metadata": {"name": "llm"},
-                "spec": {"template": template({"nvidia.com/gpu": 4})},
-            },
-        )
-        sts = {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "metadata": {"name": "db"},
-            "spec": {
-                "serviceName": "db",
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "w"}},
-                "template": template(
-                    {"nvidia.com/gpu": 1}, env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
-                ),
-            },
-        }
         control_plane.create(spaces["audit"], sts)
         control_plane.create(spaces["audit"], gpu_pod("mig", {"nvidia.com/mig-1g.5gb": 1}))
-        core = client.CoreV1Api(api_client)
-        wait_for(
-            lambda: len(core.list_namespaced_pod(spaces["clean"]).items) == 2,
-            60,
-            "the Deployment's pods",
-        )
+
+        def all_made() -> bool:
+            kinds = owner_kinds(api_client, clean)
+            return (
+                kinds.count("Job") == 2 and kinds.count("ReplicaSet") == 2 and "DaemonSet" in kinds
+            )
+
+        wait_for(all_made, 60, "the pods of both Jobs, the Deployment and the DaemonSet")
         yield spaces
     finally:
         for ns in spaces.values():
             delete_namespace(api_client, ns)
-        control_plane.kubectl("delete", "crd", CRD, "--ignore-not-found", "--wait=false")
+        delete_node(api_client, node)
+        control_plane.kubectl("delete", "crd", crd["metadata"]["name"], "--ignore-not-found")
 
 
 def report_json(plane: ControlPlane, *args: str) -> Obj:
@@ -196,11 +157,20 @@ def test_every_workload_at_the_top(control_plane: ControlPlane, workloads: dict[
     clean = mine[workloads["clean"]]
     assert clean["mode"] == "disabled"
     rows = {f"{w['kind']}/{w['name']}": w for w in clean["workloads"]}
-    # The Deployment's ReplicaSet and pods are the Deployment's: one row.
-    assert sorted(rows) == ["CronJob/nightly", "Deployment/infer", "TrainJob/llm"]
+    # Each once, at the top: the Deployment's ReplicaSet and pods, the CronJob's Job and its
+    # pod, the pods of the Job and of the DaemonSet.
+    assert sorted(rows) == [
+        "CronJob/nightly",
+        "DaemonSet/agent",
+        "Deployment/infer",
+        "Job/once",
+        "TrainJob/llm",
+    ]
     assert rows["Deployment/infer"]["replicas"] == 2
     assert rows["Deployment/infer"]["gpus"] == {"nvidia.com/gpu": 1}
     assert rows["CronJob/nightly"]["gpus"] == {"nvidia.com/gpu": 2}
+    assert rows["Job/once"]["gpus"] == {"nvidia.com/gpu": 8}
+    assert rows["DaemonSet/agent"]["gpus"] == {"nvidia.com/gpu": 1}
     assert rows["TrainJob/llm"]["gpus"] == {"nvidia.com/gpu": 4}
     assert rows["TrainJob/llm"]["templates"][0].startswith("gpu2dra-gpu-x4-")
     assert rows["TrainJob/llm"]["templates"][0].endswith(": 4 x gpu.nvidia.com")
@@ -251,6 +221,18 @@ def test_one_namespace_as_table_and_csv(
         ("StatefulSet", "db", "1", "nvidia.com/gpu=1"),
     ]
     assert "NVIDIA_VISIBLE_DEVICES" in rows[1]["warnings"]
+
+
+def test_namespace_defaults_to_the_kubeconfigs(
+    control_plane: ControlPlane, workloads: dict[str, str], tmp_path: Path
+) -> None:
+    ns = workloads["audit"]
+    kubeconfig = kubeconfig_for(control_plane, tmp_path / "kubeconfig", namespace=ns)
+    report = json.loads(gpu2dra(kubeconfig, "report", "-o", "json", check=0).stdout)
+    assert [n["name"] for n in report["namespaces"]] == [ns]
+    # Without a namespace in the context: `default`, like kubectl.
+    bare = json.loads(gpu2dra(control_plane.kubeconfig, "report", "-o", "json", check=0).stdout)
+    assert bare["namespaces"] == []
 
 
 def test_unknown_namespace_is_one_line(control_plane: ControlPlane) -> None:
