@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,22 +19,14 @@ from tests.e2e.fixtures import (
     wait_for,
     wait_for_pod_scheduled,
 )
-from tests.e2e.inspecting import gpu2dra
+from tests.e2e.inspecting import gpu2dra, unschedulable
 from tests.e2e.webhook import Webhook
 
 Obj = dict[str, Any]
 
 
-def explain(plane: ControlPlane, namespace: str, pod: str) -> str:
-    return gpu2dra(plane.kubeconfig, "explain", "pod", pod, "-n", namespace, check=0).stdout
-
-
-def unschedulable(api: client.ApiClient, namespace: str, name: str) -> None:
-    def judged() -> bool:
-        pod = client.CoreV1Api(api).read_namespaced_pod(name, namespace)
-        return any(c.reason == "Unschedulable" for c in pod.status.conditions or [])
-
-    wait_for(judged, 60, f"the scheduler to give up on {namespace}/{name}")
+def explain(plane: ControlPlane, namespace: str, pod: str, *args: str) -> str:
+    return gpu2dra(plane.kubeconfig, "explain", "pod", pod, "-n", namespace, *args, check=0).stdout
 
 
 def test_bound_pod(
@@ -204,6 +198,73 @@ def test_missing_template(
         f"FAIL  claim gpu: gpu2dra's ResourceClaimTemplate {namespace}/gpu2dra-gone-x1-0 is "
         "missing" in text
     )
+
+
+def test_skipped_namespaces(
+    webhook: Webhook,
+    api_client: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """kube-system by default, and a namespace the policy lists (which would otherwise be
+    enabled by its defaultMode)."""
+    control_plane.create("kube-system", gpu_pod(f"gpu-{namespace}", {"nvidia.com/gpu": 1}))
+    try:
+        text = explain(control_plane, "kube-system", f"gpu-{namespace}")
+    finally:
+        client.CoreV1Api(api_client).delete_namespaced_pod(
+            f"gpu-{namespace}", "kube-system", grace_period_seconds=0
+        )
+    assert (
+        "  info  not translated (nvidia.com/gpu): namespace kube-system is never changed; it "
+        "uses the device plugin\n" in text
+    )
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"defaultMode: enabled\nskipNamespaces: [kube-system, {namespace}]\n")
+    control_plane.create(namespace, gpu_pod("legacy", {"nvidia.com/gpu": 1}))
+    text = explain(control_plane, namespace, "legacy", "--policy", str(policy))
+    assert f"not translated (nvidia.com/gpu): namespace {namespace} is never changed" in text
+    # The same pod judged by the default policy: the namespace's mode decides.
+    assert "mode disabled" in explain(control_plane, namespace, "legacy")
+
+
+def test_claim_not_created_yet(
+    webhook: Webhook,
+    api_client: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+) -> None:
+    """The template exists, but the controller-manager (paused here) has not made the claim."""
+    webhook.set_mode(api_client, namespace, "enabled")
+    manager = control_plane.process("kube-controller-manager")
+    manager.send_signal(signal.SIGSTOP)
+    try:
+        control_plane.create(namespace, gpu_pod("early", {"nvidia.com/gpu": 1}))
+        text = explain(control_plane, namespace, "early")
+    finally:
+        manager.send_signal(signal.SIGCONT)
+    assert "  ok    claim main-gpu: gpu2dra's ResourceClaimTemplate gpu2dra-gpu-x1-" in text
+    assert (
+        "  FAIL  claim main-gpu: no ResourceClaim created yet (the resourceclaim controller in "
+        "kube-controller-manager creates it from the template)\n" in text
+    )
+
+
+def test_claim_not_found(webhook: Webhook, control_plane: ControlPlane, namespace: str) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "named"},
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpu"}],
+            "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
+        },
+    }
+    control_plane.create(namespace, pod)
+    text = explain(control_plane, namespace, "named")
+    assert f"  FAIL  claim gpu: ResourceClaim {namespace}/shared-gpu not found\n" in text
 
 
 def test_unknown_pod_is_one_line(control_plane: ControlPlane, namespace: str) -> None:
