@@ -512,8 +512,7 @@ def test_big_pods(clients: dict[str, TestClient], name: str) -> None:
     assert time.perf_counter() - start < 3.0
     if answer.verdict is not None:
         assert answer.verdict["uid"] == "big"
-        if len(body) < 300_000:  # the schema check of the big ones takes longer than the test
-            check_mutation(answer, body)
+        check_mutation(answer, body)  # a few seconds for 10,000 containers, outside the bound
     assert post(clients["enabled"], "/validate", body).status in (200, 400)
 
 
