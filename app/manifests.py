@@ -23,7 +23,7 @@ from app.kube import Obj
 from app.policy import SKIP_ANNOTATION, Mode, Policy
 from app.translate import translate
 
-MAX_DEPTH = 64
+MAX_DEPTH = yamlio.MAX_DEPTH
 
 
 class ManifestError(ValueError):
@@ -54,6 +54,8 @@ def load_documents(text: bytes | str) -> list[Any]:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         why = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ManifestError(f"document {len(docs) + 1}: not valid YAML{where}: {why}") from None
+    except (ValueError, OverflowError) as err:  # a tag that fits a value that does not: 2024-01-51
+        raise ManifestError(f"document {len(docs) + 1}: not valid YAML: {err}") from None
     return _unpack(_as_json(docs))
 
 

@@ -23,6 +23,9 @@ MAX_ALIASES = 100  # real manifests use a few anchors; "billion laughs" bombs us
 # Nodes aliases may add to a stream beyond its own size: even 100 aliases, each doubling the
 # one before, would stand for 2**100 nodes.
 MAX_ALIAS_NODES = 100_000
+# Deeper documents are refused (manifests.py says where); PyYAML's pure-Python scanner, which
+# streams with anchors need, is quadratic in the nesting: 1,000 brackets took seconds.
+MAX_DEPTH = 64
 
 _STR = "tag:yaml.org,2002:str"
 _MAP = "tag:yaml.org,2002:map"
@@ -153,12 +156,29 @@ def load_all(text: str) -> Iterable[Any]:
     """The documents of a YAML stream, one at a time, as PyYAML's SafeLoader reads them.
     Raises yaml.YAMLError, or TooComplex for alias bombs."""
     # Without an anchor there can be no alias (and no bomb): every node is a tree.
-    loader = _Loader(text) if "&" in text else _FastLoader(text)
+    if "&" in text:
+        _check_nesting(text)
+        loader = _Loader(text)
+    else:
+        loader = _FastLoader(text)
     try:
         while loader.check_node():
             yield loader.construct_document(loader.get_node())
     finally:
         loader.dispose()
+
+
+def _check_nesting(text: str) -> None:
+    """Refuse, at libyaml's speed, what the pure-Python scanner would take too long over:
+    too deep a stream, and a syntax error (in libyaml's words, as for streams without anchors)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_CParser):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH + 1:  # one more than manifests.py allows, so it says where
+                raise TooComplex(f"nested deeper than {MAX_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 class _Dumper(_CDumper):  # type: ignore[misc,valid-type]

@@ -230,6 +230,18 @@ def test_bombs_are_refused_quickly(client: TestClient, path: Path) -> None:
     assert "YAML aliases" in response.text, response.text
 
 
+@pytest.mark.parametrize("levels", [66, 999, 5_000])
+def test_deep_streams_with_anchors_are_refused_quickly(client: TestClient, levels: int) -> None:
+    """An anchor sends the stream through PyYAML's pure-Python scanner, quadratic in the
+    nesting (4 KB of brackets took 4 s, found by atheris): libyaml checks the depth first."""
+    body = b"a: &x 1\nb: " + b"[" * levels + b"]" * levels + b"\n"
+    start = time.perf_counter()
+    response = client.post("/translate", content=body)
+    assert time.perf_counter() - start < 0.5
+    assert response.status_code == 400
+    assert "nest" in response.text, response.text
+
+
 def test_oversized_bodies_are_413(client: TestClient) -> None:
     """Over the cap by Content-Length, and (chunked, no length) while it is being read."""
     big = b"# " + b"x" * (7 * MiB)

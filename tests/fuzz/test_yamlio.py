@@ -3,6 +3,7 @@ written, for random documents and for YAML text full of the fragments parsers ge
 
 from __future__ import annotations
 
+import collections
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +47,21 @@ def pyyaml_dump(document: Any) -> str:
 
 
 def pyyaml_load(text: str) -> list[Any] | type[Exception]:
-    """PyYAML's generic constructor, over the parser gpu2dra uses: libyaml, or PyYAML's own
-    where aliases are counted."""
-    loader = yaml.SafeLoader if "&" in text else yaml.CSafeLoader
+    """PyYAML's generic constructor, over the parser gpu2dra uses: libyaml, or where aliases
+    are counted PyYAML's own, once libyaml has read the stream's syntax."""
     try:
-        return list(yaml.load_all(text, Loader=loader))
-    except yaml.YAMLError as err:
+        if "&" in text:
+            collections.deque(yaml.parse(text, Loader=yaml.CSafeLoader), maxlen=0)
+            return list(yaml.load_all(text, Loader=yaml.SafeLoader))
+        return list(yaml.load_all(text, Loader=yaml.CSafeLoader))
+    except (yaml.YAMLError, ValueError) as err:  # ValueError: a date like 2024-01-51
         return type(err)
 
 
 def fast_load(text: str) -> list[Any] | type[Exception]:
     try:
         return list(yamlio.load_all(text))
-    except (yaml.YAMLError, yamlio.TooComplex) as err:
+    except (yaml.YAMLError, ValueError, yamlio.TooComplex) as err:
         return type(err)
 
 
