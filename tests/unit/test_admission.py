@@ -330,12 +330,14 @@ def test_default_policy_is_loaded() -> None:
 
 def _replica(spec: Obj, n: int) -> Obj:
     """`spec` as another replica of its workload: what translate() does not read differs."""
-    containers = [
-        {**c, "image": f"img:{n}", "volumeMounts": [{"name": f"kube-api-access-{n}"}]}
-        if isinstance(c, dict)
-        else c
-        for c in spec.get("containers") or []
-    ]
+    containers = spec.get("containers")
+    if isinstance(containers, list):  # random specs hold anything there
+        containers = [
+            {**c, "image": f"img:{n}", "volumeMounts": [{"name": f"kube-api-access-{n}"}]}
+            if isinstance(c, dict)
+            else c
+            for c in containers
+        ]
     return {**spec, "containers": containers, "volumes": [{"name": f"kube-api-access-{n}"}]}
 
 
