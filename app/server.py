@@ -184,12 +184,28 @@ async def _answer(send: ASGISend, status: int, body: bytes, headers: list[Any]) 
     await send({"type": "http.response.body", "body": body})
 
 
+def _closing(send: ASGISend) -> ASGISend:
+    """`send` with `Connection: close` on the response: the client opens a new connection
+    for its next request, which reaches a replica that is not shutting down. A kept-alive
+    connection would otherwise be cut when this one stops, failing the request sent on it."""
+
+    async def closing(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            headers = [*message.get("headers", ()), (b"connection", b"close")]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return closing
+
+
 class App(FastAPI):
     admission: dict[str, Admission]
 
     async def __call__(
         self, scope: MutableMapping[str, Any], receive: ASGIReceive, send: ASGISend
     ) -> None:
+        if scope["type"] == "http" and self.state.draining:
+            send = _closing(send)
         if scope["type"] == "http" and scope["method"] == "POST":
             endpoint = self.admission.get(scope["path"])
             if endpoint is not None:

@@ -304,6 +304,9 @@ class ControlPlane:
                 # The "kubernetes" Service would get 127.0.0.1 as its endpoint, which
                 # Endpoints validation rejects (loopback), so skip the reconciler.
                 "--endpoint-reconciler-type=none",
+                # Without kube-proxy, a webhook registered by Service is reached through the
+                # Service's EndpointSlices (the aggregator's resolver), not its ClusterIP.
+                "--enable-aggregator-routing=true",
             ],
         )
         self._wait_http(
@@ -485,10 +488,18 @@ class ControlPlane:
     def restart_apiserver(self) -> None:
         """Kill kube-apiserver (every watch breaks) and start it again on the same port.
         SIGKILL, as in a crash: a graceful stop waits out its long-running requests."""
+        self.kill_apiserver()
+        self.start_apiserver()
+
+    def kill_apiserver(self) -> None:
+        """SIGKILL kube-apiserver: its port refuses connections until start_apiserver()."""
         process = self.process("kube-apiserver")
         process.kill()
         process.wait()
         self._processes.remove(("kube-apiserver", process))
+
+    def start_apiserver(self) -> None:
+        """Start kube-apiserver again on the same port, after kill_apiserver()."""
         self._start_apiserver()
 
     # -- stop ----------------------------------------------------------------------------

@@ -1,19 +1,18 @@
 """Faults against the real control plane: an API server that is unreachable, hangs or
-restarts; concurrent creates; templates deleted behind gpu2dra's back; rolling restarts."""
+restarts; concurrent creates; templates deleted behind gpu2dra's back; rolling restarts
+(test_faults_rolling.py)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import signal
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from kubernetes import client
 
@@ -149,77 +148,6 @@ def test_template_deleted_behind_our_back_is_recreated(
         return [t["metadata"]["name"] for t in templates_in(api_client, namespace)] == [name]
 
     wait_for(recreated, 30, f"template {name} to be created again")
-
-
-def test_rolling_restart_under_load_fails_no_request(
-    control_plane: ControlPlane,
-    api_client: client.ApiClient,
-    namespace: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
-    helm = control_plane.bin_dir / "helm"
-    replicas = [
-        Webhook(tmp_path_factory.mktemp(f"replica{i}"), control_plane.kubeconfig, helm)
-        for i in range(2)
-    ]
-    drain = ("--drain-seconds", "1")
-    for replica in replicas:
-        replica.start(*drain)
-        replica.set_mode(api_client, namespace, "enabled")
-    body = review(namespace, gpu_pod("p", {"nvidia.com/gpu": 1}))
-    # Endpoints, as kube-proxy sees them: the replicas whose readiness probe passes.
-    ready: list[Webhook] = list(replicas)
-    stop = threading.Event()
-    failures: list[str] = []
-    answered = 0
-
-    def probe() -> None:
-        while not stop.is_set():
-            ready[:] = [r for r in replicas if r.process and _ready(r)]
-            time.sleep(0.05)
-
-    def load() -> None:
-        nonlocal answered
-        turn = 0
-        while not stop.is_set():
-            targets = list(ready)
-            if not targets:
-                failures.append("no replica ready")
-                time.sleep(0.05)
-                continue
-            turn += 1
-            try:
-                status, answer = targets[turn % len(targets)].post("/mutate", body, timeout=5)
-                if status != 200 or "patch" not in answer["response"]:
-                    failures.append(json.dumps(answer)[:300])
-                answered += 1
-            except Exception as err:
-                failures.append(repr(err))
-
-    threads = [threading.Thread(target=probe)] + [threading.Thread(target=load) for _ in range(4)]
-    for t in threads:
-        t.start()
-    try:
-        time.sleep(1)
-        for replica in replicas:  # one at a time, as a Deployment's rolling update does
-            assert replica.stop() == 0
-            replica.start(*drain)
-            time.sleep(1)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join()
-        for replica in replicas:
-            replica.stop()
-    assert failures == []
-    assert answered > 50
-
-
-def _ready(replica: Webhook) -> bool:
-    try:
-        return replica.get("/readyz")[0] == 200
-    except OSError:
-        return False
 
 
 def test_patches_decode(webhook: Webhook, namespace: str) -> None:

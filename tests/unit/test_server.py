@@ -224,6 +224,13 @@ def test_draining_is_not_ready(client: TestClient) -> None:
     assert (response.status_code, response.text) == (503, "shutting down\n")
 
 
+def test_draining_closes_each_connection_after_its_answer(client: TestClient) -> None:
+    assert "connection" not in client.post("/mutate", content=review_body(POD)).headers
+    client.app.state.draining = True  # type: ignore[attr-defined]
+    for response in (client.post("/mutate", content=review_body(POD)), client.get("/healthz")):
+        assert response.status_code == 200 and response.headers["connection"] == "close"
+
+
 def test_not_synced_admits_unchanged(client: TestClient, cluster: FakeCluster) -> None:
     cluster.ready = False
     body = client.post("/mutate", content=review_body(POD)).json()["response"]
