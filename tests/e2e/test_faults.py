@@ -17,7 +17,14 @@ import yaml
 from kubernetes import client
 
 from tests.e2e.controlplane import ControlPlane
-from tests.e2e.fixtures import gpu_pod, label, templates_in, wait_for
+from tests.e2e.fixtures import (
+    gpu_pod,
+    label,
+    pod_resource_claims,
+    read_pod,
+    templates_in,
+    wait_for,
+)
 from tests.e2e.webhook import Webhook
 
 Obj = dict[str, Any]
@@ -85,6 +92,8 @@ def test_hanging_api_server_mid_run(
         took = time.monotonic() - started
     finally:
         apiserver.send_signal(signal.SIGCONT)
+    print(f"/mutate on a hanging API server answered in {took * 1000:.0f} ms")
+    # The defaults: --api-timeout 2 bounds the create, --deadline 3 the answer.
     assert status == 200 and took < 3.5, f"answered in {took:.1f}s"
     response = answer["response"]
     assert response["allowed"] is True and "patch" not in response
@@ -139,15 +148,28 @@ def test_template_deleted_behind_our_back_is_recreated(
     control_plane.create(namespace, gpu_pod("first", {"nvidia.com/gpu": 5}))
     (template,) = templates_in(api_client, namespace)
     name = template["metadata"]["name"]
+    # The cache counts templates of every namespace: let earlier tests' namespaces finish
+    # going, so that the count drops for this deletion only.
+    wait_for(lambda: not _terminating(api_client), 120, "earlier namespaces to be deleted")
+    cached = 'gpu2dra_cache_objects{cache="resourceclaimtemplates"}'
+    before = metric(webhook, cached)
     client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
         "resource.k8s.io", "v1", namespace, "resourceclaimtemplates", name
     )
+    wait_for(lambda: metric(webhook, cached) == before - 1, 30, "the cache to see the deletion")
 
-    def recreated() -> bool:
-        control_plane.create(namespace, gpu_pod(f"p{uuid.uuid4().hex[:5]}", {"nvidia.com/gpu": 5}))
-        return [t["metadata"]["name"] for t in templates_in(api_client, namespace)] == [name]
+    control_plane.create(namespace, gpu_pod("second", {"nvidia.com/gpu": 5}))
+    assert [t["metadata"]["name"] for t in templates_in(api_client, namespace)] == [name]
+    wait_for(
+        lambda: pod_resource_claims(api_client, read_pod(api_client, namespace, "second")),
+        60,
+        "the controller to create the pod's claim from the template",
+    )
 
-    wait_for(recreated, 30, f"template {name} to be created again")
+
+def _terminating(api: client.ApiClient) -> list[str]:
+    namespaces = client.CoreV1Api(api).list_namespace().items
+    return [n.metadata.name for n in namespaces if n.status.phase == "Terminating"]
 
 
 def test_patches_decode(webhook: Webhook, namespace: str) -> None:
