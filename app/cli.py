@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -22,6 +23,7 @@ from app.manifests import ManifestError, translate_text
 from app.policy import MODES, PolicyError, load_policy
 from app.tls import harden, reload_certificates
 
+log = logging.getLogger("gpu2dra")
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -214,7 +216,7 @@ def _serve(args: argparse.Namespace) -> int:
         out = Path(tempfile.mkdtemp(prefix="gpu2dra-certs-"))
         paths = make_certs(["localhost", socket.gethostname()], ["127.0.0.1"]).write(out)
         cert, key = paths["tls.crt"], paths["tls.key"]
-        print(f"gpu2dra: self-signed certificate; CA bundle at {paths['ca.crt']}", file=sys.stderr)
+        log.info("self-signed certificate; CA bundle at %s", paths["ca.crt"])
     settings = Settings(
         policy=policy,
         offline=args.offline,
@@ -230,6 +232,7 @@ def _serve(args: argparse.Namespace) -> int:
         ssl_certfile=str(cert),
         ssl_keyfile=str(key),
         log_level=args.log_level,
+        log_config=None,  # uvicorn's records go through gpu2dra's handler: one format
         access_log=False,
         timeout_graceful_shutdown=20,
     )

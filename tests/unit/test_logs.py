@@ -53,10 +53,6 @@ def test_configure(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert ('"uid":"u1"' in err) == (fmt == "json") and "hello" in err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="uvicorn installs its own plain-text handlers unless cli.py passes log_config=None",
-)
 def test_every_line_gpu2dra_serve_writes_is_json(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
