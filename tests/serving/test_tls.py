@@ -153,6 +153,21 @@ def test_tls_1_2_gets_a_forward_secret_aead_cipher(served: Served) -> None:
     )
 
 
+# Weak suites an ECDSA certificate can serve (with an RSA one, RSA key exchange would be the
+# case to add): each is negotiated by a server that allows everything, and refused by gpu2dra.
+@pytest.mark.parametrize(
+    "ciphers",
+    ["ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA384", "ECDHE-ECDSA-CAMELLIA128-SHA256"],
+)
+def test_tls_1_2_without_a_modern_cipher_is_refused(served: Served, ciphers: str) -> None:
+    """CBC with SHA-1 or SHA-384 MACs, and Camellia: no AEAD."""
+    context = served.context()
+    context.maximum_version = ssl.TLSVersion.TLSv1_2
+    context.set_ciphers(f"{ciphers}:@SECLEVEL=0")
+    with socket.create_connection(("127.0.0.1", served.port)) as raw, pytest.raises(ssl.SSLError):
+        context.wrap_socket(raw, server_hostname="localhost")
+
+
 def fingerprint(der: bytes) -> str:
     return hashlib.sha256(der).hexdigest()
 
