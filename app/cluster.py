@@ -7,6 +7,7 @@ happens only when the cache does not have it yet, and is bounded by a deadline.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -215,7 +216,7 @@ class LiveCluster:
             if key not in self._inflight:  # concurrent pods share one create
                 task = asyncio.ensure_future(asyncio.to_thread(self._create, namespace, tpl))
                 self._inflight[key] = task
-                task.add_done_callback(lambda _, k=key: self._inflight.pop(k, None))  # type: ignore[misc]
+                task.add_done_callback(functools.partial(self._done, key))
             pending.append(self._inflight[key])
         if not pending:
             return
@@ -234,6 +235,13 @@ class LiveCluster:
         except Exception as err:
             self._metrics.template_errors.inc()
             raise TemplateError(str(err) or type(err).__name__) from None
+
+    def _done(self, key: tuple[str, str], task: asyncio.Future[None]) -> None:
+        self._inflight.pop(key, None)
+        # Read here: when every pod waiting on it has timed out, nobody else reads it, and
+        # asyncio would log it with a traceback ("Task exception was never retrieved").
+        if not task.cancelled() and (err := task.exception()) is not None:
+            log.debug("creating template %s/%s failed late: %s", *key, err)
 
     def _create(self, namespace: str, template: Obj) -> None:
         body = {**template, "metadata": {**template["metadata"], "namespace": namespace}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.admission import ReadFailed
+from app.admission import ReadFailed, TemplateError
 from app.cluster import LiveCluster, Store
 from app.metrics import Metrics
 
@@ -135,3 +136,30 @@ def test_a_read_that_fails_is_not_an_absent_object(error: Exception, expected: s
     else:
         with pytest.raises(ReadFailed, match=expected):
             asyncio.run(cluster.claim_requests("ml", "c"))
+
+
+def test_a_create_that_fails_after_every_waiter_left_is_not_logged_as_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The pod's answer did not wait for it (deadline); its late failure is read anyway, so
+    asyncio does not log "Task exception was never retrieved" with a traceback."""
+    release = threading.Event()
+
+    def create(*args: Any, **kwargs: Any) -> None:
+        release.wait(5)
+        raise ApiException(500, "late")
+
+    cluster = LiveCluster(client.ApiClient(), Metrics(), timeout=0.05)
+    cluster._resource.create_namespaced_resource_claim_template = create
+    template = {"metadata": {"name": "t"}, "spec": {"spec": {"devices": {"requests": []}}}}
+
+    async def scenario() -> None:
+        with pytest.raises(TemplateError, match="did not answer"):
+            await cluster.ensure_templates("ml", [template])
+        release.set()
+        while cluster._inflight:
+            await asyncio.sleep(0.01)
+
+    asyncio.run(scenario())
+    gc.collect()  # an unretrieved exception is reported when its task is collected
+    assert "never retrieved" not in caplog.text
