@@ -10,6 +10,7 @@ import asyncio
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -39,7 +40,11 @@ def load_api_client() -> client.ApiClient | None:
             config.load_kube_config()
         except (config.ConfigException, OSError):
             return None
-    return client.ApiClient()
+    configuration = client.Configuration.get_default_copy()
+    # No hidden retries: every call is already bounded by a deadline, and the caches re-list
+    # with a backoff of their own.
+    configuration.retries = False
+    return client.ApiClient(configuration)
 
 
 class Store(Generic[K, V]):
@@ -81,6 +86,8 @@ class Store(Generic[K, V]):
                 self._watch(version, stop)
             except Exception as err:  # the cache must outlive any API failure
                 self._synced_gauge.set(0)
+                if stop.is_set():
+                    return  # shutting down: a log line now could race the interpreter's exit
                 log.warning("cache %s: %s; re-listing in %.1fs", self.name, err, backoff)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
@@ -174,19 +181,29 @@ class LiveCluster:
             timeout,
         )
         self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
 
     @property
     def stores(self) -> tuple[Store[Any, Any], ...]:
         return self.namespaces, self.device_classes, self.templates
 
     def start(self) -> None:
-        for store in self.stores:
+        self._threads = [
             threading.Thread(
                 target=store.run, args=(self._stop,), name=f"watch-{store.name}", daemon=True
-            ).start()
+            )
+            for store in self.stores
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        # A thread between calls ends at once; one blocked reading a watch is silent, and a
+        # daemon: it does not hold the exit up.
+        deadline = time.monotonic() + 1.0
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     @property
     def ready(self) -> bool:
