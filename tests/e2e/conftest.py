@@ -67,16 +67,10 @@ def missing_tools(
     return ("fail" if ci else "skip"), f"Go is not installed to build the control plane: {names}"
 
 
-@pytest.fixture(scope="session")
-def control_plane(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ControlPlane]:
-    bin_dir = find_bin_dir()
+def require_tools(bin_dir: Path, missing: Sequence[str]) -> None:
+    """Skip or fail, as missing_tools says for this machine, when a binary is missing."""
     verdict = missing_tools(
-        bin_dir,
-        missing_binaries(bin_dir, ALL_BINARIES),
-        go=shutil.which("go") is not None,
-        ci=os.environ.get("CI") == "true",
+        bin_dir, missing, go=shutil.which("go") is not None, ci=os.environ.get("CI") == "true"
     )
     if verdict is not None:
         action, message = verdict
@@ -84,6 +78,13 @@ def control_plane(
             pytest.skip(message)
         pytest.fail(message, pytrace=False)
 
+
+@pytest.fixture(scope="session")
+def control_plane(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    bin_dir = find_bin_dir()
+    require_tools(bin_dir, missing_binaries(bin_dir, ALL_BINARIES))
     plane = ControlPlane(bin_dir, tmp_path_factory.mktemp("control-plane"))
     try:
         plane.start()
