@@ -10,16 +10,16 @@ fields rejected the way `fieldValidation=Strict` rejects them. The CEL rules
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
-import pytest
 import yaml
 from jsonschema import Draft7Validator, ValidationError  # type: ignore[import-untyped]
+
+from tests.missing import missing
 
 Obj = dict[str, Any]
 # module@version, the folder holding its CRDs, and the CRD files the chart needs.
@@ -54,10 +54,7 @@ def go_binary() -> str:
     """The go command; without it the test fails under CI and is skipped elsewhere."""
     go = shutil.which("go")
     if go is None:
-        message = "checking cert-manager and ServiceMonitor objects needs Go (go mod download)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        missing("checking cert-manager and ServiceMonitor objects needs Go (go mod download)")
     return go
 
 

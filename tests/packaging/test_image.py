@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.missing import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -19,10 +18,7 @@ def hadolint() -> str:
         "hadolint"
     )
     if found is None:
-        message = "hadolint is missing: pip install -e '.[test]'"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        missing("hadolint is missing: pip install -e '.[test]'")
     return found
 
 
