@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import logging
 import os
-import signal
-import socket
-import ssl
 import sys
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
-from typing import Any
 
-from app import logs
-from app.catalog import Catalog
-from app.certs import make_certs, service_names
-from app.manifests import ManifestError, translate_text
-from app.policy import MODES, PolicyError, load_policy
-from app.tls import harden, reload_certificates
+from app.core.catalog import Catalog
+from app.core.policy import MODES, PolicyError, load_policy
+from app.manifests.documents import ManifestError, translate_text
+from app.webhook import logs
+from app.webhook.certs import make_certs, service_names
+from app.webhook.settings import Listen, Settings
 
-log = logging.getLogger("gpu2dra")
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -43,8 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the admission webhook")
-    serve.add_argument("--host", default="0.0.0.0")
-    serve.add_argument("--port", type=int, default=8443)
+    listen, settings = Listen(), {f.name: f.default for f in fields(Settings)}
+    serve.add_argument("--host", default=listen.host)
+    serve.add_argument("--port", type=int, default=listen.port)
     serve.add_argument("--cert", type=Path, help="serving certificate (PEM)")
     serve.add_argument("--key", type=Path, help="its private key (PEM)")
     serve.add_argument("--policy", type=Path, help="policy file (default: embedded)")
@@ -57,14 +50,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--api-timeout",
         type=float,
-        default=2.0,
+        default=settings["api_timeout"],
         help="seconds allowed for each API call on the admission path",
     )
-    serve.add_argument("--max-body", type=int, default=7 * 1024 * 1024, help="bytes")
+    serve.add_argument("--max-body", type=int, default=settings["max_body"], help="bytes")
     serve.add_argument(
         "--cert-reload-interval",
         type=float,
-        default=5.0,
+        default=listen.cert_reload_interval,
         help="seconds between checks for renewed certificate files",
     )
     serve.add_argument(
@@ -73,16 +66,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--deadline",
         type=float,
-        default=3.0,
+        default=settings["deadline"],
         help="seconds within which an admission answer that waits on the API is given",
     )
     serve.add_argument(
         "--drain-seconds",
         type=float,
-        default=0.0,
+        default=listen.drain_seconds,
         help="on SIGTERM, report not-ready this long before stopping (rolling restarts)",
     )
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--log-level", default=listen.log_level)
     serve.add_argument("--log-format", choices=("json", "text"), default="json")
 
     tr = sub.add_parser("translate", help="print manifests translated; creates nothing")
@@ -161,62 +154,15 @@ def _certs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _server(config: Any, drain_seconds: float) -> Any:
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            # On SIGTERM, first report not-ready for `drain_seconds` so that endpoints stop
-            # sending, then stop accepting and finish what is in flight. uvicorn would re-raise
-            # the signal after shutdown; a clean stop exits 0 instead.
-            loop = asyncio.get_running_loop()
-
-            def stop(sig: signal.Signals) -> None:
-                if config.app.state.draining or not drain_seconds:
-                    self.handle_exit(sig, None)
-                    return
-                config.app.state.draining = True
-                loop.call_later(drain_seconds, self.handle_exit, sig, None)
-
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop, sig)
-            try:
-                yield
-            finally:
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    loop.remove_signal_handler(sig)
-
-    return Server(config)
-
-
-async def _run(
-    server: Any, context: ssl.SSLContext, cert: Path, key: Path, interval: float
-) -> None:
-    reloader = asyncio.create_task(reload_certificates(context, cert, key, interval))
-    try:
-        await server.serve()
-    finally:
-        reloader.cancel()
-
-
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from app.server import Settings, create_app
+    from app.webhook.serve import serve
 
     logs.configure(args.log_level, args.log_format)
     policy = load_policy(args.policy)
     if args.namespace:
         policy = policy.with_skipped(args.namespace)
-    cert, key = args.cert, args.key
-    if (cert is None) != (key is None):
+    if (args.cert is None) != (args.key is None):
         raise PolicyError("--cert and --key go together")
-    if cert is None:
-        out = Path(tempfile.mkdtemp(prefix="gpu2dra-certs-"))
-        paths = make_certs(["localhost", socket.gethostname()], ["127.0.0.1"]).write(out)
-        cert, key = paths["tls.crt"], paths["tls.key"]
-        log.info("self-signed certificate; CA bundle at %s", paths["ca.crt"])
     settings = Settings(
         policy=policy,
         offline=args.offline,
@@ -225,53 +171,54 @@ def _serve(args: argparse.Namespace) -> int:
         api_timeout=args.api_timeout,
         deadline=args.deadline,
     )
-    config = uvicorn.Config(
-        create_app(settings),
+    listen = Listen(
         host=args.host,
         port=args.port,
-        ssl_certfile=str(cert),
-        ssl_keyfile=str(key),
+        cert=args.cert,
+        key=args.key,
+        cert_reload_interval=args.cert_reload_interval,
+        drain_seconds=args.drain_seconds,
         log_level=args.log_level,
-        log_config=None,  # uvicorn's records go through gpu2dra's handler: one format
-        access_log=False,
-        timeout_graceful_shutdown=20,
     )
-    config.load()
-    assert config.ssl is not None
-    # The loop uvicorn would pick itself (uvloop when installed): asyncio.run would not.
-    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
-        runner.run(
-            _run(
-                _server(config, args.drain_seconds),
-                harden(config.ssl),
-                cert,
-                key,
-                args.cert_reload_interval,
-            )
-        )
+    serve(settings, listen)
     return 0
 
 
-def _inspecting(args: argparse.Namespace) -> int:
-    """doctor, explain, report: each module's main(args); a cluster read error is one line."""
-    from importlib import import_module
+def _doctor(args: argparse.Namespace) -> int:
+    from app.troubleshoot import doctor
 
-    from app.inspect import ReadError
+    return doctor.main(args)
 
-    try:
-        return int(import_module(f"app.{args.command}").main(args))
-    except ReadError as err:
-        print(f"gpu2dra: {err}", file=sys.stderr)
-        return 1
+
+def _explain(args: argparse.Namespace) -> int:
+    from app.troubleshoot import explain
+
+    return explain.main(args)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from app.troubleshoot import report
+
+    return report.main(args)
+
+
+# Imported when run: `translate` does not pay for the kubernetes client, nor `doctor` for uvicorn.
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "serve": _serve,
+    "translate": _translate,
+    "certs": _certs,
+    "doctor": _doctor,
+    "explain": _explain,
+    "report": _report,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
+    from app.troubleshoot.client import ReadError
+
     args = _parser().parse_args(argv)
-    command = {"serve": _serve, "translate": _translate, "certs": _certs}.get(
-        args.command, _inspecting
-    )
     try:
-        return command(args)
-    except (ManifestError, PolicyError) as err:
+        return COMMANDS[args.command](args)
+    except (ManifestError, PolicyError, ReadError) as err:
         print(f"gpu2dra: {err}", file=sys.stderr)
         return 1

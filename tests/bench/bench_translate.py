@@ -21,10 +21,10 @@ from typing import Any
 
 import jsonpatch
 
-from app.admission import patch_ops
-from app.catalog import Catalog
-from app.policy import load_policy
-from app.translate import _template, translate
+from app.core.catalog import Catalog
+from app.core.policy import load_policy
+from app.core.translate import _template, translate
+from app.webhook.mutate import patch_ops
 
 TARGET_US = 50.0
 

@@ -29,8 +29,8 @@ from typing import Any
 import orjson
 import yaml
 
-from app import yamlio
-from app.certs import make_certs
+from app.manifests import yamlio
+from app.webhook.certs import make_certs
 from tests.bench import payloads
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from app.policy import load_policy, parse_policy
+from app.core.policy import load_policy, parse_policy
 from tests.chart import k8s_schema
 from tests.chart.crds import ValidationError, is_custom, validate_custom
 from tests.e2e.webhook import CHART, of_kind, render_chart

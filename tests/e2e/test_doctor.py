@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from app.certs import make_certs
+from app.webhook.certs import make_certs
 from tests.e2e.controlplane import ControlPlane, find_bin_dir
 from tests.e2e.fixtures import (
     add_gpu_node,

@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from kubernetes import client
 
-from app.admission import Mutator
-from app.cluster import OfflineCluster
-from app.policy import load_policy
-from app.reviews import ReviewError, parse_review
+from app.core.policy import load_policy
+from app.webhook.caches import OfflineCluster
+from app.webhook.mutate import Mutator
+from app.webhook.reviews import ReviewError, parse_review
 from tests.fuzz.conftest import CORPUS_POLICY, corpus, outcome_of
 from tests.fuzz.test_reviews_fuzz import plausible_pod_specs, pod_review
 from tests.unit.test_properties import pod_specs

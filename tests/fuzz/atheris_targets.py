@@ -14,11 +14,11 @@ import atheris
 import orjson
 
 with atheris.instrument_imports(include=["app"]):  # type: ignore[attr-defined]
-    from app.admission import Mutator, validate
-    from app.cluster import OfflineCluster
-    from app.policy import load_policy
-    from app.reviews import AdmissionResponse, ReviewError, parse_review
-    from app.server import _translate_body
+    from app.core.policy import load_policy
+    from app.webhook.caches import OfflineCluster
+    from app.webhook.mutate import Mutator, validate
+    from app.webhook.reviews import AdmissionResponse, ReviewError, parse_review
+    from app.webhook.server import _translate_body
 
 from tests.fuzz.conftest import CORPUS_POLICY, check_patch
 

@@ -17,11 +17,12 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.catalog import Catalog
 from app.cli import MAX_MANIFEST_BYTES, main
-from app.manifests import ManifestError, translate_text
-from app.policy import load_policy
-from app.server import Settings, create_app
+from app.core.catalog import Catalog
+from app.core.policy import load_policy
+from app.manifests.documents import ManifestError, translate_text
+from app.webhook.server import create_app
+from app.webhook.settings import Settings
 from tests.fuzz.conftest import (
     CORPUS_POLICY,
     check_translate_answer,

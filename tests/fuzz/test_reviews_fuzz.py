@@ -21,9 +21,10 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.catalog import Catalog
-from app.policy import DEFAULT_POLICY_YAML, Policy, load_policy, parse_policy
-from app.server import Settings, create_app
+from app.core.catalog import Catalog
+from app.core.policy import DEFAULT_POLICY_YAML, Policy, load_policy, parse_policy
+from app.webhook.server import create_app
+from app.webhook.settings import Settings
 from tests.fuzz.conftest import (
     CORPUS_POLICY,
     Answer,

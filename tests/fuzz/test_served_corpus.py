@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from app.certs import make_certs
+from app.webhook.certs import make_certs
 from tests.fuzz.conftest import (
     CORPUS_POLICY,
     check_answer,

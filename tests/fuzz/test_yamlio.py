@@ -1,4 +1,4 @@
-"""app.yamlio against PyYAML itself: the same documents read, byte for byte the same text
+"""app.manifests.yamlio against PyYAML itself: the same documents read, byte for byte the same text
 written, for random documents and for YAML text full of the fragments parsers get wrong."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app import yamlio
+from app.manifests import yamlio
 from tests.fuzz.conftest import corpus
 from tests.fuzz.test_manifests_fuzz import FUZZ, manifests
 

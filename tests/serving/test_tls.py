@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from app.certs import CertBundle, make_certs
+from app.webhook.certs import CertBundle, make_certs
 from tests.unit.pods import container, gpu
 
 ROOT = Path(__file__).resolve().parents[2]

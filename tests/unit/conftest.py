@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.catalog import Catalog
-from app.policy import Policy, load_policy
+from app.core.catalog import Catalog
+from app.core.policy import Policy, load_policy
 
 
 @pytest.fixture

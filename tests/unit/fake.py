@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from app.admission import Request, TemplateError
-from app.catalog import Catalog
-from app.kube import Obj
+from app.core.catalog import Catalog
+from app.core.kube import Obj
+from app.webhook.mutate import Request, TemplateError
 
 
 @dataclass

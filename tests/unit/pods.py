@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.translate import DeviceRequest
+from app.core.translate import DeviceRequest
 
 Obj = dict[str, Any]
 

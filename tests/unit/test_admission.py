@@ -13,7 +13,10 @@ import orjson
 import pytest
 from hypothesis import given, settings
 
-from app.admission import (
+from app.core.catalog import Catalog
+from app.core.policy import Policy, load_policy, parse_policy
+from app.core.translate import translate
+from app.webhook.mutate import (
     AUDIT_ANNOTATION,
     MEMO_SIZE,
     Decision,
@@ -22,10 +25,7 @@ from app.admission import (
     requests_of,
     validate,
 )
-from app.catalog import Catalog
-from app.policy import Policy, load_policy, parse_policy
-from app.reviews import AdmissionRequest, AdmissionResponse
-from app.translate import translate
+from app.webhook.reviews import AdmissionRequest, AdmissionResponse
 from tests.unit.fake import FakeCluster
 from tests.unit.pods import PRODUCT_A100, container, gpu
 from tests.unit.test_properties import pod_specs

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from app.catalog import Catalog
-from app.celdevices import (
+from app.core.catalog import Catalog
+from app.core.policy import load_policy
+from app.core.translate import translate
+from app.troubleshoot.celdevices import (
     Device,
     SelectorError,
     class_selectors,
@@ -19,8 +21,6 @@ from app.celdevices import (
     parse_semver,
     select,
 )
-from app.policy import load_policy
-from app.translate import translate
 from tests.e2e.fixtures import (
     A100_SXM4_40GB,
     A100_SXM4_80GB,

@@ -13,9 +13,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.admission import ReadFailed, TemplateError
-from app.cluster import LiveCluster, Store
-from app.metrics import Metrics
+from app.webhook.caches import LiveCluster, Store
+from app.webhook.metrics import Metrics
+from app.webhook.mutate import ReadFailed, TemplateError
 
 
 class FakeResponse:

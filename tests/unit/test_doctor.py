@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from app.cli import main
-from app.doctor import Check, check_kubernetes, check_namespaces, render_text
-from app.inspect import ReadError
-from app.policy import load_policy
+from app.core.policy import load_policy
+from app.troubleshoot.client import ReadError
+from app.troubleshoot.doctor import Check, check_kubernetes, check_namespaces, render_text
 
 
 def version(minor: str) -> dict[str, str]:

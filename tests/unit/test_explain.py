@@ -3,10 +3,10 @@ the real scheduler in tests/e2e/test_explain.py)."""
 
 from __future__ import annotations
 
-from app.celdevices import Device, devices_of
-from app.explain import PodFacts, analyse_request, explain
-from app.inspect import ReadError
-from app.policy import load_policy
+from app.core.policy import load_policy
+from app.troubleshoot.celdevices import Device, devices_of
+from app.troubleshoot.client import ReadError
+from app.troubleshoot.explain import PodFacts, analyse_request, explain
 from tests.e2e.fixtures import device_class, gpu_devices, gpu_resource_slice
 
 CLASSES = {"gpu.nvidia.com": device_class("gpu.nvidia.com", "gpu")}

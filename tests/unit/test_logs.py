@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.logs import JsonFormatter
+from app.webhook.logs import JsonFormatter
 
 
 def test_json_line_with_uid_and_no_extras() -> None:
@@ -45,7 +45,7 @@ def test_exceptions_are_one_json_line() -> None:
 
 @pytest.mark.parametrize("fmt", ["json", "text"])
 def test_configure(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from app.logs import configure
+    from app.webhook.logs import configure
 
     configure("info", fmt)
     logging.getLogger("gpu2dra").info("hello", extra={"uid": "u1"})

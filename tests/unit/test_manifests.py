@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from app.catalog import Catalog
 from app.cli import main
-from app.manifests import (
+from app.core.catalog import Catalog
+from app.core.policy import Policy
+from app.manifests.documents import (
     ManifestError,
     Output,
     _pieces,
@@ -20,7 +21,6 @@ from app.manifests import (
     translate_documents,
     translate_text,
 )
-from app.policy import Policy
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_CONTAINER = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}

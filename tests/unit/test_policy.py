@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.policy import PolicyError, load_policy, parse_policy
+from app.core.policy import PolicyError, load_policy, parse_policy
 
 
 def test_embedded_default() -> None:

@@ -15,11 +15,11 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.admission import patch_ops
-from app.catalog import Catalog
-from app.kube import is_dns_label
-from app.policy import DEFAULT_POLICY_YAML, Policy, load_policy, parse_policy
-from app.translate import Translation, parse_count, translate
+from app.core.catalog import Catalog
+from app.core.kube import is_dns_label
+from app.core.policy import DEFAULT_POLICY_YAML, Policy, load_policy, parse_policy
+from app.core.translate import Translation, parse_count, translate
+from app.webhook.mutate import patch_ops
 
 Obj = dict[str, Any]
 

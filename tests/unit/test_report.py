@@ -8,9 +8,9 @@ import io
 import json
 from typing import Any
 
-from app.catalog import Catalog
-from app.policy import load_policy
-from app.report import build, legacy_gpus, render_csv, render_json, render_table
+from app.core.catalog import Catalog
+from app.core.policy import load_policy
+from app.troubleshoot.report import build, legacy_gpus, render_csv, render_json, render_table
 
 Obj = dict[str, Any]
 POLICY = load_policy(None)

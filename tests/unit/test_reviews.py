@@ -7,7 +7,7 @@ import base64
 import orjson
 import pytest
 
-from app.reviews import (
+from app.webhook.reviews import (
     ReviewError,
     allowed,
     denied,

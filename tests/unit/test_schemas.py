@@ -12,9 +12,9 @@ import kubernetes_validate
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from app.catalog import Catalog
-from app.policy import Policy
-from app.translate import translate
+from app.core.catalog import Catalog
+from app.core.policy import Policy
+from app.core.translate import translate
 from tests.unit.test_properties import pod_specs, setups
 from tests.unit.test_translate import CASES, Case
 

@@ -12,8 +12,9 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from app.policy import load_policy
-from app.server import Settings, create_app
+from app.core.policy import load_policy
+from app.webhook.server import create_app
+from app.webhook.settings import Settings
 from tests.unit.fake import FakeCluster
 from tests.unit.pods import container, gpu
 

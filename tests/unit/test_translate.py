@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from app.catalog import Catalog
-from app.kube import is_dns_label
-from app.policy import Policy, ResourceMapping, load_policy, parse_policy
-from app.translate import claim_name, mig_profile, parse_count, translate
+from app.core.catalog import Catalog
+from app.core.kube import is_dns_label
+from app.core.policy import Policy, ResourceMapping, load_policy, parse_policy
+from app.core.translate import claim_name, mig_profile, parse_count, translate
 from tests.unit.pods import GPU, MIG, PRODUCT_A100, Obj, claimed, container, gpu, pod_claim, tpl
 
 MEM = "device.capacity['gpu.nvidia.com'].memory"
@@ -623,7 +623,7 @@ def test_pattern_mapping_prefers_the_longest_prefix() -> None:
 def _default_raw() -> dict[str, Any]:
     import yaml
 
-    from app.policy import DEFAULT_POLICY_YAML
+    from app.core.policy import DEFAULT_POLICY_YAML
 
     raw: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_YAML)
     assert load_policy(None) == parse_policy(raw)

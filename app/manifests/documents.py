@@ -16,12 +16,12 @@ from typing import Any, Literal, NamedTuple
 import orjson
 import yaml
 
-from app import yamlio
-from app.admission import describe
-from app.catalog import Catalog
-from app.kube import Obj
-from app.policy import SKIP_ANNOTATION, Mode, Policy
-from app.translate import translate
+from app.core.catalog import Catalog
+from app.core.kube import Obj
+from app.core.policy import SKIP_ANNOTATION, Mode, Policy
+from app.core.translate import translate
+from app.manifests import yamlio
+from app.webhook.mutate import describe
 
 MAX_DEPTH = yamlio.MAX_DEPTH
 

@@ -8,7 +8,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 import orjson
 
-from app.kube import Obj
+from app.core.kube import Obj
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 

@@ -18,8 +18,8 @@ import orjson
 import yaml
 from kubernetes import client, config
 
-from app.kube import Obj
-from app.policy import Policy, PolicyError, load_policy, parse_policy
+from app.core.kube import Obj
+from app.core.policy import Policy, PolicyError, load_policy, parse_policy
 
 T = TypeVar("T")
 RESOURCE = "/apis/resource.k8s.io/v1"

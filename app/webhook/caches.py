@@ -19,11 +19,11 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from app.admission import ReadFailed, Request, TemplateError, requests_of
-from app.catalog import Catalog
-from app.kube import Obj
-from app.metrics import Metrics
-from app.policy import Policy
+from app.core.catalog import Catalog
+from app.core.kube import Obj
+from app.core.policy import Policy
+from app.webhook.metrics import Metrics
+from app.webhook.mutate import ReadFailed, Request, TemplateError, requests_of
 
 log = logging.getLogger(__name__)
 

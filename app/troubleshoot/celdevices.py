@@ -33,7 +33,7 @@ from celpy import celtypes
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
-from app.kube import Obj
+from app.core.kube import Obj
 
 # cel-python logs failed function calls at ERROR; a selector that errors is a result here.
 logging.getLogger("celpy").setLevel(logging.CRITICAL)

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
-from app.admission import Mutator, describe
-from app.catalog import Catalog
-from app.celdevices import Device, SelectorError, class_selectors, devices_of, matches
-from app.inspect import (
+from app.core.catalog import Catalog
+from app.core.kube import Obj
+from app.core.policy import MODE_LABEL, Policy
+from app.core.translate import TEMPLATE_PREFIX, Translation, translate
+from app.troubleshoot.celdevices import Device, SelectorError, class_selectors, devices_of, matches
+from app.troubleshoot.client import (
     MUTATING_WEBHOOK,
     RESOURCE,
     Reader,
@@ -29,9 +31,7 @@ from app.inspect import (
     connect,
     registrations,
 )
-from app.kube import Obj
-from app.policy import MODE_LABEL, Policy
-from app.translate import TEMPLATE_PREFIX, Translation, translate
+from app.webhook.mutate import Mutator, describe
 
 State = Literal["ok", "FAIL", "WARN", "info"]
 MAX_DEVICE_LINES = 16

@@ -12,10 +12,11 @@ from typing import Any, NamedTuple, Protocol
 
 import orjson
 
-from app.catalog import Catalog
-from app.kube import RESOURCE_GROUP, Obj
-from app.policy import SKIP_ANNOTATION, Policy
-from app.reviews import (
+from app.core.catalog import Catalog
+from app.core.kube import RESOURCE_GROUP, Obj
+from app.core.policy import SKIP_ANNOTATION, Policy
+from app.core.translate import Path, Translation, asks_extended_resources, translate
+from app.webhook.reviews import (
     AdmissionRequest,
     AdmissionResponse,
     allowed,
@@ -23,7 +24,6 @@ from app.reviews import (
     encode_patch,
     patched,
 )
-from app.translate import Path, Translation, asks_extended_resources, translate
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 AUDIT_ANNOTATION = "gpu2dra.io/would-translate"

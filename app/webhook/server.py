@@ -8,20 +8,19 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app.admission import ClusterView, Decision, Mutator, validate
-from app.catalog import Catalog
-from app.cluster import LiveCluster, OfflineCluster, load_api_client
-from app.manifests import ManifestError, Output, translate_text
-from app.metrics import Metrics
-from app.policy import MODES, Policy
-from app.reviews import (
+from app.core.catalog import Catalog
+from app.core.policy import MODES, Policy
+from app.manifests.documents import ManifestError, Output, translate_text
+from app.webhook.caches import LiveCluster, OfflineCluster, load_api_client
+from app.webhook.metrics import Metrics
+from app.webhook.mutate import ClusterView, Decision, Mutator, validate
+from app.webhook.reviews import (
     AdmissionRequest,
     AdmissionResponse,
     ReviewError,
@@ -30,20 +29,9 @@ from app.reviews import (
     parse_review,
     review,
 )
+from app.webhook.settings import Settings
 
 log = logging.getLogger("gpu2dra")
-
-MiB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Settings:
-    policy: Policy
-    offline: bool = False
-    max_body: int = 7 * MiB
-    translate_enabled: bool = True
-    api_timeout: float = 2.0  # each API call on the admission path
-    deadline: float = 3.0  # each admission answer; well under the webhook's timeoutSeconds
 
 
 class Cluster(ClusterView, Protocol):

@@ -21,8 +21,11 @@ from typing import Any
 import orjson
 from kubernetes import config
 
-from app.catalog import Catalog
-from app.inspect import (
+from app.core.catalog import Catalog
+from app.core.kube import Obj
+from app.core.policy import MODE_LABEL, Policy
+from app.manifests.documents import is_pod_spec, translate_documents
+from app.troubleshoot.client import (
     RESOURCE,
     Reader,
     ReadError,
@@ -31,9 +34,6 @@ from app.inspect import (
     connect,
     namespaced,
 )
-from app.kube import Obj
-from app.manifests import is_pod_spec, translate_documents
-from app.policy import MODE_LABEL, Policy
 
 # Built-in kinds whose objects hold pod templates, listed directly; pods last.
 BUILTIN = (

@@ -16,8 +16,10 @@ from typing import Literal
 
 import orjson
 
-from app.celdevices import Device, Selection, class_selectors, devices_of, select
-from app.inspect import (
+from app.core.kube import RESOURCE_GROUP, Obj
+from app.core.policy import MODE_LABEL, MODES, Policy
+from app.troubleshoot.celdevices import Device, Selection, class_selectors, devices_of, select
+from app.troubleshoot.client import (
     RESOURCE,
     Endpoint,
     NotFound,
@@ -31,8 +33,6 @@ from app.inspect import (
     registrations,
     verify_tls,
 )
-from app.kube import RESOURCE_GROUP, Obj
-from app.policy import MODE_LABEL, MODES, Policy
 
 Status = Literal["PASS", "WARN", "FAIL"]
 MIN_MINOR = 34  # resource.k8s.io/v1 is served from Kubernetes 1.34

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from app.kube import Obj
-from app.policy import NodeLabels
+from app.core.kube import Obj
+from app.core.policy import NodeLabels
 
 PRODUCT = "nvidia.com/gpu.product"
 FAMILY = "nvidia.com/gpu.family"

@@ -16,10 +16,10 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from app.catalog import Catalog
-from app.gfd import NO_SELECTION, REMOVE, select_devices
-from app.kube import MAX_DEVICES_PER_CLAIM, RESOURCE_API_VERSION, Obj, dns_label, is_dns_label
-from app.policy import Policy, ResourceMapping
+from app.core.catalog import Catalog
+from app.core.gfd import NO_SELECTION, REMOVE, select_devices
+from app.core.kube import MAX_DEVICES_PER_CLAIM, RESOURCE_API_VERSION, Obj, dns_label, is_dns_label
+from app.core.policy import Policy, ResourceMapping
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu2dra"}
 TEMPLATE_PREFIX = "gpu2dra-"

@@ -1,0 +1,33 @@
+"""What `gpu2dra serve` runs with: one place for every default, read by its flags too."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.core.policy import Policy
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Settings:
+    policy: Policy
+    offline: bool = False
+    max_body: int = 7 * MiB
+    translate_enabled: bool = True
+    api_timeout: float = 2.0  # each API call on the admission path
+    deadline: float = 3.0  # each admission answer; well under the webhook's timeoutSeconds
+
+
+@dataclass(frozen=True)
+class Listen:
+    """Where and how the server listens; `gpu2dra serve` takes its flag defaults from here."""
+
+    host: str = "0.0.0.0"
+    port: int = 8443
+    cert: Path | None = None  # with `key`; neither: a self-signed pair for local runs
+    key: Path | None = None
+    cert_reload_interval: float = 5.0
+    drain_seconds: float = 0.0  # on SIGTERM, report not-ready this long before stopping
+    log_level: str = "info"
