@@ -11,7 +11,8 @@ from pathlib import Path
 
 from app.core.catalog import Catalog
 from app.core.policy import MODES, PolicyError, load_policy
-from app.manifests.documents import ManifestError, translate_text
+from app.manifests.documents import ManifestError
+from app.manifests.render import translate_text
 from app.webhook import logs
 from app.webhook.certs import make_certs, service_names
 from app.webhook.settings import Listen, Settings

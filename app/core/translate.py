@@ -6,66 +6,25 @@ with the input and names the subtrees it replaced, so a patch for only those can
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import re
-from collections.abc import Iterator
+from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, NamedTuple
-
-import orjson
 
 from app.core.catalog import Catalog
 from app.core.gfd import NO_SELECTION, REMOVE, select_devices
-from app.core.kube import MAX_DEVICES_PER_CLAIM, RESOURCE_API_VERSION, Obj, dns_label, is_dns_label
-from app.core.policy import Policy, ResourceMapping
-
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu2dra"}
-TEMPLATE_PREFIX = "gpu2dra-"
+from app.core.kube import Obj
+from app.core.names import claim_name, request_name
+from app.core.policy import Policy
+from app.core.resources import (
+    LegacyRequest,
+    asks_extended_resources,
+    containers,
+    is_regular_init,
+    legacy_requests,
+)
+from app.core.templates import DeviceRequest, describe_template
 
 Path = tuple[str | int, ...]  # a location under the pod spec
-
-
-class DeviceRequest(NamedTuple):
-    """One `exactly` request: the only shape every 1.34+ cluster (and Kueue) understands."""
-
-    name: str
-    device_class: str
-    devices: int  # the request's `count`
-    selectors: tuple[str, ...]
-
-    @property
-    def template_name(self) -> str:
-        return _template(self)["metadata"]["name"]  # type: ignore[no-any-return]
-
-    def template(self) -> Obj:
-        """The ResourceClaimTemplate (without namespace). Shared: do not mutate."""
-        return _template(self)
-
-
-@lru_cache(maxsize=4096)
-def _template(req: DeviceRequest) -> Obj:
-    exactly: Obj = {
-        "deviceClassName": req.device_class,
-        "allocationMode": "ExactCount",
-        "count": req.devices,
-    }
-    if req.selectors:
-        exactly["selectors"] = [{"cel": {"expression": s}} for s in req.selectors]
-    spec = {"devices": {"requests": [{"name": req.name, "exactly": exactly}]}}
-    # Named by content: the same shape always gets the same (immutable) template, and a new
-    # shape never collides with an old one.
-    digest = hashlib.sha256(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)).hexdigest()[:10]
-    return {
-        "apiVersion": RESOURCE_API_VERSION,
-        "kind": "ResourceClaimTemplate",
-        "metadata": {
-            "name": f"{TEMPLATE_PREFIX}{req.name}-x{req.devices}-{digest}",
-            "labels": MANAGED_BY,
-        },
-        "spec": {"spec": spec},
-    }
 
 
 class Translation(NamedTuple):
@@ -79,161 +38,15 @@ class Translation(NamedTuple):
         return bool(self.touched)
 
 
-# ---- reading legacy requests -------------------------------------------------------------
-
-_MIG_BASE = re.compile(r"(?:\d+c\.)?\d+g\.\d+gb")
-# The device plugin writes a profile's `+` as `.` (go-nvlib attributes: me, me.all, gfx; -me).
-_MIG_ATTRS = ((".me.all", "+me.all"), (".me", "+me"), (".gfx", "+gfx"), ("-me", "-me"))
-
-
-def mig_profile(spelled: str) -> str | None:
-    """`1g.10gb.me` (device-plugin resource suffix) -> `1g.10gb+me` (DRA `profile`)."""
-    match = _MIG_BASE.match(spelled)
-    if match is None:
-        return None
-    profile, rest = match.group(), spelled[match.end() :]
-    while rest:
-        for plugin, dra in _MIG_ATTRS:
-            if rest.startswith(plugin):
-                profile, rest = profile + dra, rest[len(plugin) :]
-                break
-        else:
-            return None
-    return profile
-
-
-_COUNT = re.compile(r"[0-9]{1,18}")
-
-
-def parse_count(value: Any) -> int | None:
-    """A device count: an integer or a quoted integer; None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float):
-        return int(value) if value.is_integer() and 0 <= value < 2**53 else None
-    if isinstance(value, str) and _COUNT.fullmatch(value):
-        return int(value)
-    return None
-
-
-class _Legacy(NamedTuple):
-    resource: str
-    devices: int
-    mapping: ResourceMapping
-    selectors: tuple[str, ...]  # the mapping's, with {profile} filled in
-
-
-def _is_gpu_resource(name: str) -> bool:
-    return name.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
-
-
-_NONE: Obj = {}  # a missing limits or requests map; read only
-
-
-def _legacy_requests(
-    field: str, container: Obj, policy: Policy, warn: list[str]
-) -> list[_Legacy] | None:
-    """The mapped legacy resources of one container; None leaves the container as it is."""
-    resources = container.get("resources")
-    if not isinstance(resources, dict):
-        return None
-
-    def say(why: str) -> None:
-        warn.append(f"{field[:-1]} {container.get('name')!r}: {why}")
-
-    limits, requests = resources.get("limits"), resources.get("requests")
-    limits = limits if isinstance(limits, dict) else _NONE
-    requests = requests if isinstance(requests, dict) else _NONE
-    names: Any = limits  # requests name the same resources as limits, as a rule
-    if requests and not requests.keys() <= limits.keys():
-        names = dict.fromkeys(itertools.chain(limits, requests))
-    found: list[_Legacy] = []
-    for resource in names:
-        if not isinstance(resource, str):
-            continue
-        hit = policy.mapping_for(resource)
-        if hit is None or (hit[0].is_pattern and resource.endswith(".shared")):
-            if resource.endswith(".shared") and _is_gpu_resource(resource):
-                say(
-                    f"{resource} (shared GPU replicas) has no faithful DRA equivalent; "
-                    "left as is (map it in the policy to translate it)"
-                )
-            continue
-        mapping, captured = hit
-        selectors = mapping.selectors
-        if mapping.is_pattern:
-            profile = mig_profile(captured)
-            if profile is None:
-                say(f"{resource} does not name a MIG profile; container left as is")
-                return None
-            selectors = tuple(s.replace("{profile}", profile) for s in selectors)
-        if resource not in limits:
-            say(
-                f"{resource} is requested without a limit (extended resources need "
-                "both, equal); container left as is"
-            )
-            return None
-        count = parse_count(limits[resource])
-        if count is None:
-            say(
-                f"{resource} count {limits[resource]!r} is not a non-negative integer; "
-                "container left as is"
-            )
-            return None
-        if resource in requests and parse_count(requests[resource]) != count:
-            say(
-                f"{resource} request {requests[resource]!r} differs from its limit "
-                f"{limits[resource]!r}; container left as is"
-            )
-            return None
-        if count > MAX_DEVICES_PER_CLAIM:
-            say(
-                f"{resource}: {count} devices exceed the {MAX_DEVICES_PER_CLAIM} a DRA "
-                "claim can be allocated; container left as is"
-            )
-            return None
-        found.append(_Legacy(resource, count, mapping, selectors))
-    return found
-
-
 # ---- writing claims ----------------------------------------------------------------------
-
-
-@lru_cache(maxsize=1024)
-def request_name(resource: str) -> str:
-    """`nvidia.com/mig-1g.10gb` -> `mig-1g-10gb`: a DNS label naming the request."""
-    return dns_label(resource.rsplit("/", 1)[-1])
-
-
-def claim_name(
-    container: str, request: str, taken: set[str], salts: dict[str, int] | None = None
-) -> str:
-    """A pod claim name: a DNS label, unique among `taken`, readable when it fits.
-
-    `salts` remembers, per base name, the salt after the last one returned: the caller adds
-    each name it gets to `taken`, so every smaller salt is still taken, and n containers of
-    one name (an invalid pod, yet one we are sent) cost n hashes, not n * n.
-    """
-    base = f"{container}-{request}"
-    if is_dns_label(base) and base not in taken:
-        return base
-    stem = dns_label(base)[:56].rstrip("-")
-    for salt in itertools.count(salts.get(base, 0) if salts is not None else 0):
-        digest = hashlib.sha256(f"{base}/{salt}".encode()).hexdigest()[:6]
-        name = f"{stem}-{digest}"
-        if name not in taken:
-            if salts is not None:
-                salts[base] = salt + 1
-            return name
-    raise AssertionError("unreachable")
 
 
 @dataclass(slots=True)
 class _Claim:
     name: str
     template: Obj  # the ResourceClaimTemplate it is made from
+    resource: str  # the legacy resource it stands for
+    devices: int
 
     @property
     def template_name(self) -> str:
@@ -265,22 +78,6 @@ def _cover(need: int, by_count: dict[int, list[_Claim]], exclude: list[str]) -> 
     return None
 
 
-def _containers(spec: Obj) -> Iterator[tuple[str, int, Obj]]:
-    # App containers first: init containers can only reuse claims that already exist.
-    for field in ("containers", "initContainers"):
-        items = spec.get(field)
-        if isinstance(items, list):
-            for index, container in enumerate(items):
-                if isinstance(container, dict):
-                    yield field, index, container
-
-
-def _is_regular_init(field: str, container: Obj) -> bool:
-    # Sidecars (restartPolicy: Always) run beside the app; regular init containers run
-    # before it, and the device plugin hands their GPUs on to the app containers.
-    return field == "initContainers" and container.get("restartPolicy") != "Always"
-
-
 def _reads_visible_devices(container: Obj) -> bool:
     env = container.get("env")
     if isinstance(env, list):
@@ -300,7 +97,7 @@ def _claim_names_in_use(spec: Obj, pod_claims: list[Any]) -> set[str]:
     """The pod's claim names and every name its containers refer to: a dangling reference
     must stay dangling (and the pod invalid), not start to share a claim of ours."""
     entries = list(pod_claims)
-    for _, _, container in _containers(spec):
+    for _, _, container in containers(spec):
         resources = container.get("resources")
         claims = resources.get("claims") if isinstance(resources, dict) else None
         if isinstance(claims, list):
@@ -312,22 +109,37 @@ def _unchanged(spec: Obj, warnings: list[str]) -> Translation:
     return Translation(spec, (), tuple(dict.fromkeys(warnings)), ())
 
 
-def asks_extended_resources(spec: Obj) -> bool:
-    """Whether any container asks for a resource named with a domain (`vendor/name`): every
-    mapped resource is, and most pods ask only for cpu and memory."""
-    for field in ("containers", "initContainers"):
-        items = spec.get(field)
-        for container in items if isinstance(items, list) else ():
-            resources = container.get("resources") if isinstance(container, dict) else None
-            if not isinstance(resources, dict):
-                continue
-            for key in ("limits", "requests"):
-                amounts = resources.get(key)
-                if isinstance(amounts, dict) and any(
-                    isinstance(name, str) and "/" in name for name in amounts
-                ):
-                    return True
-    return False
+Legacy = dict[tuple[str, int], tuple[Obj, list[LegacyRequest]]]
+
+
+def _more_devices(
+    legacy: Legacy, claims: list[_Claim], own_init: dict[str, list[str]]
+) -> list[str]:
+    """A warning per resource of which the claims hold more devices than the device plugin
+    gave the same containers: an init container whose devices no app container could
+    inherit. An init container that is alone in asking (a model download step, say) costs
+    nothing more: the device plugin reserved its devices for the whole pod too."""
+    running: Counter[str] = Counter()
+    init: Counter[str] = Counter()
+    for (field, _), (container, found) in legacy.items():
+        for lg in found:
+            if is_regular_init(field, container):
+                init[lg.resource] = max(init[lg.resource], lg.devices)
+            else:
+                running[lg.resource] += lg.devices
+    claimed: Counter[str] = Counter()
+    for claim in claims:
+        claimed[claim.resource] += claim.devices
+    said = []
+    for resource, names in own_init.items():
+        before = max(running[resource], init[resource])
+        if claimed[resource] > before:
+            said.append(
+                f"initContainer {', '.join(map(repr, names))}: no app container asks for as "
+                f"many {resource}, so it gets a claim of its own and the pod holds "
+                f"{claimed[resource]} devices where the device plugin gave it {before}"
+            )
+    return said
 
 
 def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
@@ -335,9 +147,9 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     if not asks_extended_resources(spec):
         return _unchanged(spec, [])
     warnings: list[str] = []
-    legacy: dict[tuple[str, int], tuple[Obj, list[_Legacy]]] = {}
-    for field, index, container in _containers(spec):
-        found = _legacy_requests(field, container, policy, warnings)
+    legacy: dict[tuple[str, int], tuple[Obj, list[LegacyRequest]]] = {}
+    for field, index, container in containers(spec):
+        found = legacy_requests(field, container, policy, warnings)
         if not found:
             continue
         if isinstance(container["resources"].get("claims"), (list, type(None))):  # null: none yet
@@ -379,7 +191,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
             return _unchanged(spec, warnings)
         warnings.extend(selection.warnings)
 
-    def device_request(lg: _Legacy) -> DeviceRequest:
+    def device_request(lg: LegacyRequest) -> DeviceRequest:
         node: tuple[str, ...] = selection.selectors.get(lg.mapping.node_labels, ())
         return DeviceRequest(
             request_name(lg.resource), lg.mapping.device_class, lg.devices, lg.selectors + node
@@ -390,6 +202,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     new_claims: list[_Claim] = []
     app_claims: dict[Shape, dict[int, list[_Claim]]] = {}
     claims_of: dict[tuple[str, int], list[str]] = {}
+    own_init: dict[str, list[str]] = {}  # resource -> init containers with claims of their own
     for (field, index), (container, found) in legacy.items():
         names = claims_of.setdefault((field, index), [])
         for lg in found:
@@ -397,18 +210,14 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
                 continue
             req = device_request(lg)
             shape = (req.device_class, req.selectors)
-            if _is_regular_init(field, container):
+            if is_regular_init(field, container):
                 # `names`: each device of the container counts once
                 if (cover := _cover(req.devices, app_claims.get(shape, {}), names)) is not None:
                     names.extend(c.name for c in cover)
                     continue
-                warnings.append(
-                    f"initContainer {container.get('name')!r}: no app container asks for "
-                    f"{req.devices} x {lg.resource}, so it gets a claim of its own and the pod "
-                    "needs more devices than under the device plugin"
-                )
+                own_init.setdefault(lg.resource, []).append(str(container.get("name")))
             name = claim_name(str(container.get("name")), req.name, taken, salts)
-            claim = _Claim(name, req.template())
+            claim = _Claim(name, req.template(), lg.resource, req.devices)
             taken.add(claim.name)
             new_claims.append(claim)
             if field == "containers":
@@ -419,6 +228,9 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
                 f"{field[:-1]} {container.get('name')!r} sets or reads NVIDIA_VISIBLE_DEVICES; "
                 "under DRA it is `void` and devices come through CDI"
             )
+
+    if own_init:
+        warnings.extend(_more_devices(legacy, new_claims, own_init))
 
     new_spec = dict(spec)
     touched: list[Path] = []
@@ -449,7 +261,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     )
 
 
-def _rewrite(container: Obj, found: list[_Legacy], claims: list[str]) -> Obj:
+def _rewrite(container: Obj, found: list[LegacyRequest], claims: list[str]) -> Obj:
     """The container without its legacy resources and with `claims` added."""
     gone = {lg.resource for lg in found}
     resources = dict(container["resources"])
@@ -468,3 +280,20 @@ def _rewrite(container: Obj, found: list[_Legacy], claims: list[str]) -> Obj:
         }
         resources["claims"] = [*existing, *({"name": n} for n in claims if n not in have)]
     return {**container, "resources": resources}
+
+
+def describe(spec: Obj, translation: Translation) -> str:
+    """One line saying what the translation does, for audit warnings and annotations."""
+    before = len(spec.get("resourceClaims") or [])
+    claims = translation.spec.get("resourceClaims", [])[before:]
+    templates = {t["metadata"]["name"]: t for t in translation.templates}
+    parts = [
+        f"claim {claim['name']}: {describe_template(templates[name])} (template {name})"
+        for claim in claims
+        if (name := claim["resourceClaimTemplateName"]) in templates
+    ]
+    removed = [p[0] for p in translation.touched if p[0] in ("nodeSelector", "affinity")]
+    text = "move GPU requests to DRA: " + "; ".join(parts) if parts else "drop zero GPU requests"
+    if removed:
+        text += f"; move GFD node terms in {', '.join(map(str, removed))} into device selectors"
+    return text

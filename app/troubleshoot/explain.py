@@ -9,43 +9,36 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
 
 from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import MODE_LABEL, Policy
-from app.core.translate import TEMPLATE_PREFIX, Translation, translate
-from app.troubleshoot.celdevices import Device, SelectorError, class_selectors, devices_of, matches
+from app.core.resources import dra_requests, legacy_devices
+from app.core.skip import skip_reason
+from app.core.templates import TEMPLATE_PREFIX, describe_template
+from app.core.translate import Translation, describe, translate
+from app.troubleshoot.allocation import Step, allocated_to, analyse_request
+from app.troubleshoot.cel.devices import devices_of
 from app.troubleshoot.client import (
-    MUTATING_WEBHOOK,
     RESOURCE,
+    Listed,
     Reader,
     ReadError,
     Unreachable,
     attempt,
-    cluster_policy,
+    cannot_read,
     connect,
+)
+from app.troubleshoot.registrations import (
+    MUTATING_WEBHOOK,
+    cluster_policy,
     registrations,
 )
-from app.webhook.mutate import Mutator, describe
-
-State = Literal["ok", "FAIL", "WARN", "info"]
-MAX_DEVICE_LINES = 16
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    state: State
-    text: str
-    details: tuple[str, ...] = ()
-
 
 # What was read; a ReadError in place of what could not be (None: it does not exist).
-Listed = list[Obj] | ReadError
 Found = Obj | ReadError | None
 
 
@@ -74,34 +67,14 @@ class Explanation:
 
 
 def _unreadable(what: str, err: ReadError) -> Step:
-    return Step("WARN", f"cannot read {what}: {err}")
+    return Step("WARN", cannot_read(err, what))
 
 
-def _legacy(spec: Obj, policy: Policy) -> list[str]:
-    found = []
-    for field_name in ("initContainers", "containers"):
-        for c in spec.get(field_name) or []:
-            res = c.get("resources") if isinstance(c, dict) else None
-            for key in ("limits", "requests"):
-                amounts = res.get(key) if isinstance(res, dict) else None
-                for r in amounts or {}:
-                    if policy.mapping_for(r) is not None and r not in found:
-                        found.append(r)
-    return found
-
-
-def _not_translated(facts: PodFacts, policy: Policy, legacy: list[str]) -> list[Step]:
+def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> list[Step]:
     pod, spec = facts.pod, facts.pod.get("spec") or {}
     namespace = pod["metadata"].get("namespace", "")
-    review: Any = {
-        "uid": "",
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "operation": "CREATE",
-        "namespace": namespace,
-        "object": pod,
-    }
-    asks = ", ".join(legacy)
-    if reason := Mutator(policy).skip_reason(review):
+    asks = ", ".join(f"{n} x {r}" for r, n in legacy.items())
+    if reason := skip_reason(pod, namespace, policy):
         return [Step("info", f"not translated ({asks}): {reason}; it uses the device plugin")]
     if isinstance(facts.namespace_labels, ReadError):
         return [_unreadable(f"namespace {namespace}, so its mode", facts.namespace_labels)]
@@ -175,134 +148,6 @@ def _verdict(
     ]
 
 
-def _allocated_to(all_claims: list[Obj]) -> dict[tuple[str, str, str], str]:
-    owners = {}
-    for claim in all_claims:
-        meta = claim.get("metadata") or {}
-        allocation = (claim.get("status") or {}).get("allocation") or {}
-        for r in (allocation.get("devices") or {}).get("results") or []:
-            key = (str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
-            owners[key] = f"{meta.get('namespace')}/{meta.get('name')}"
-    return owners
-
-
-def _requests(claim_spec: Obj) -> list[tuple[str, Obj]]:
-    """(name, exact request) of a claim: `exactly`, each `firstAvailable` choice, v1beta1."""
-    found = []
-    for req in (claim_spec.get("devices") or {}).get("requests") or []:
-        name = str(req.get("name", ""))
-        if isinstance(req.get("exactly"), dict):
-            found.append((name, req["exactly"]))
-        elif req.get("firstAvailable"):
-            found.extend((f"{name}/{s.get('name')}", s) for s in req["firstAvailable"])
-        elif req.get("deviceClassName"):
-            found.append((name, req))
-    return found
-
-
-def _selectors(request: Obj) -> list[str]:
-    return [
-        s["cel"]["expression"]
-        for s in request.get("selectors") or []
-        if isinstance(s, dict) and isinstance(s.get("cel"), dict)
-    ]
-
-
-def analyse_request(
-    name: str,
-    request: Obj,
-    claim: str,
-    classes: Mapping[str, Obj],
-    devices: list[Device],
-    owners: Mapping[tuple[str, str, str], str],
-) -> Step:
-    """Why a request of an unallocated claim has no devices: each device of its class, whether
-    it matches the request's selectors, and whether another claim holds it."""
-    class_name = str(request.get("deviceClassName", ""))
-    mode = request.get("allocationMode") or "ExactCount"
-    need = int(request.get("count") or 1) if mode == "ExactCount" else 0
-    wants = f"{need} x {class_name}" if need else f"all {class_name}"
-    device_class = classes.get(class_name)
-    if device_class is None:
-        return Step(
-            "FAIL", f"request {name} asks for {wants}: DeviceClass {class_name} does not exist"
-        )
-    lines, usable, errors = [], Counter[str](), 0
-    in_class = matching = taken = 0
-    exprs = _selectors(request)
-    for device in devices:
-        where = f"{device.node or device.pool}/{device.name}"
-        try:
-            if not all(matches(e, device) for e in class_selectors(device_class)):
-                continue
-        except SelectorError as err:
-            errors += 1
-            lines.append(f"{where}: DeviceClass selector fails: {err}")
-            continue
-        in_class += 1
-        verdict = _match(exprs, device)
-        if verdict is not None:
-            if verdict.startswith("selector"):
-                errors += 1
-            lines.append(f"{where}: {verdict}")
-            continue
-        matching += 1
-        owner = owners.get(device.key)
-        if owner is not None and owner != claim and not device.allow_multiple:
-            taken += 1
-            lines.append(f"{where}: matches, but allocated to claim {owner}")
-            continue
-        usable[device.node] += 1
-        lines.append(f"{where}: matches and is free")
-    shared = usable.pop("", 0)  # devices not bound to a node go with any node
-    best_node, best = max(usable.items(), key=lambda kv: kv[1], default=("", 0))
-    best += shared
-    counts = (
-        f"{in_class} device(s) in the class, {matching} match the selectors, {taken} of those "
-        f"are allocated to other claims"
-    )
-    if len(lines) > MAX_DEVICE_LINES:
-        lines = [*lines[:MAX_DEVICE_LINES], f"... and {len(lines) - MAX_DEVICE_LINES} more"]
-    if errors:
-        return Step(
-            "FAIL",
-            f"request {name} asks for {wants}: a selector fails on {errors} device(s); the "
-            "scheduler aborts allocation with a CEL runtime error",
-            tuple(lines),
-        )
-    if need and best >= need:
-        return Step(
-            "info",
-            f"request {name} asks for {wants}: {counts}; {best} free on node {best_node or '-'} "
-            "is enough: see the scheduler's events",
-            tuple(lines),
-        )
-    if not in_class:
-        why = "no device of the class is published (no driver, or no such devices)"
-    elif not need:
-        why = "allocationMode All"
-    elif not matching:
-        why = "no device matches the request's selectors"
-    elif matching < need:
-        why = f"only {matching} device(s) match the request's selectors"
-    elif matching - taken < need:
-        why = "capacity exhausted: the matching devices are allocated to other claims"
-    else:
-        why = f"no single node has {need} free matching device(s) (at most {best})"
-    return Step("FAIL", f"request {name} asks for {wants}: {why}; {counts}", tuple(lines))
-
-
-def _match(exprs: list[str], device: Device) -> str | None:
-    """None when every selector matches; else what does not."""
-    for number, expr in enumerate(exprs, 1):
-        try:
-            if not matches(expr, device):
-                return f"does not match selector #{number}: {expr}"
-        except SelectorError as err:
-            return f"selector #{number} fails: {err}"
-    return None
-
-
 def _claim_steps(facts: PodFacts) -> list[Step]:
     pod = facts.pod
     namespace = pod["metadata"].get("namespace", "")
@@ -360,12 +205,7 @@ def _claim_steps(facts: PodFacts) -> list[Step]:
 
 
 def _template_step(label: str, by: str, name: str, template: Obj) -> Step:
-    spec = (template.get("spec") or {}).get("spec") or {}
-    wants = "; ".join(
-        f"{r.get('count') or 1} x {r.get('deviceClassName')}"
-        + (f" where {' && '.join(_selectors(r))}" if _selectors(r) else "")
-        for _, r in _requests(spec)
-    )
+    wants = describe_template(template)
     return Step("ok", f"{label}: {by}ResourceClaimTemplate {name} exists ({wants})")
 
 
@@ -379,10 +219,10 @@ def _devices_steps(facts: PodFacts, claim: Obj, key: str) -> list[Step]:
     if isinstance(claims, ReadError):
         return [_unreadable("all ResourceClaims, so no device is checked", claims)]
     by_name = {c["metadata"]["name"]: c for c in classes}
-    owners, devices = _allocated_to(claims), devices_of(slices)
+    owners, devices = allocated_to(claims), devices_of(slices)
     return [
-        analyse_request(name, request, key, by_name, devices, owners)
-        for name, request in _requests(claim.get("spec") or {})
+        analyse_request(request, key, by_name, devices, owners)
+        for request in dra_requests(claim.get("spec"))
     ]
 
 
@@ -412,7 +252,7 @@ def explain(facts: PodFacts, policy: Policy) -> Explanation:
     phase = (pod.get("status") or {}).get("phase", "Unknown")
     where = f"on node {spec['nodeName']}" if spec.get("nodeName") else "not scheduled"
     headline = f"pod {meta.get('namespace')}/{meta.get('name')}: {phase}, {where}"
-    legacy = _legacy(spec, policy)
+    legacy = legacy_devices(spec, policy)
     steps: list[Step] = []
     if legacy:
         steps += _not_translated(facts, policy, legacy)

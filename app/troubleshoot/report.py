@@ -13,10 +13,9 @@ import csv
 import io
 import sys
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from typing import Any
 
 import orjson
 from kubernetes import config
@@ -24,15 +23,20 @@ from kubernetes import config
 from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import MODE_LABEL, Policy
-from app.manifests.documents import is_pod_spec, translate_documents
+from app.core.resources import legacy_devices
+from app.core.templates import describe_template
+from app.manifests.documents import translate_documents
+from app.manifests.podspecs import TooDeep, pod_specs
 from app.troubleshoot.client import (
     RESOURCE,
     Reader,
     ReadError,
     attempt,
-    cluster_policy,
     connect,
     namespaced,
+)
+from app.troubleshoot.registrations import (
+    cluster_policy,
 )
 
 # Built-in kinds whose objects hold pod templates, listed directly; pods last.
@@ -80,55 +84,6 @@ class Report:
 # ---- the pure part -----------------------------------------------------------------------
 
 
-def _pod_specs(node: Any, depth: int = 0) -> Iterator[Obj]:
-    if depth > 64:
-        return
-    if isinstance(node, dict):
-        if is_pod_spec(node):
-            yield node
-            return
-        for value in node.values():
-            yield from _pod_specs(value, depth + 1)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _pod_specs(value, depth + 1)
-
-
-def _count(value: Any) -> int:
-    try:
-        return int(str(value))
-    except ValueError:
-        return 0
-
-
-def legacy_gpus(spec: Obj, policy: Policy) -> dict[str, int]:
-    """Devices one pod needs per legacy resource: max(largest init container, sum of the
-    app containers), as the device plugin hands init containers' GPUs on."""
-
-    def amounts(field_name: str) -> list[dict[str, int]]:
-        out = []
-        for c in spec.get(field_name) or []:
-            res = c.get("resources") if isinstance(c, dict) else None
-            limits = res.get("limits") if isinstance(res, dict) else None
-            out.append(
-                {
-                    r: _count(v)
-                    for r, v in (limits if isinstance(limits, dict) else {}).items()
-                    if policy.mapping_for(r) is not None
-                }
-            )
-        return out
-
-    app: Counter[str] = Counter()
-    for found in amounts("containers"):
-        app.update(found)
-    init: Counter[str] = Counter()
-    for found in amounts("initContainers"):
-        for r, n in found.items():
-            init[r] = max(init[r], n)
-    return {r: max(app[r], init[r]) for r in sorted(set(app) | set(init))}
-
-
 def _replicas(obj: Obj) -> int | None:
     spec = obj.get("spec") or {}
     for key in ("replicas", "parallelism"):
@@ -137,21 +92,17 @@ def _replicas(obj: Obj) -> int | None:
     return None
 
 
-def _describe_template(tpl: Obj) -> str:
-    exactly = tpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]
-    where = " && ".join(s["cel"]["expression"] for s in exactly.get("selectors") or [])
-    return f"{tpl['metadata']['name']}: {exactly['count']} x {exactly['deviceClassName']}" + (
-        f" where {where}" if where else ""
-    )
-
-
 def workload_of(
     obj: Obj, namespace: str, policy: Policy, catalog: Catalog, kind: str, name: str
 ) -> Workload | None:
     """The report row of one object, None when it asks for no legacy GPU resource."""
     gpus: Counter[str] = Counter()
-    for spec in _pod_specs(obj.get("spec")):
-        gpus.update(legacy_gpus(spec, policy))
+    try:
+        specs = pod_specs(obj.get("spec"))
+    except TooDeep:
+        return None  # no API server stores such an object; nothing to report
+    for spec in specs:
+        gpus.update(legacy_devices(spec, policy))
     if not +gpus:
         return None
     result = translate_documents([obj], policy, catalog, namespace, "enabled")
@@ -161,7 +112,7 @@ def workload_of(
         name=name,
         replicas=_replicas(obj),
         gpus=dict(sorted(gpus.items())),
-        templates=[_describe_template(t) for t in result.templates.values()],
+        templates=[f"{name}: {describe_template(t)}" for (_, name), t in result.templates.items()],
         warnings=list(dict.fromkeys(note.text for note in result.notes)),
     )
 

@@ -15,36 +15,21 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 import orjson
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Policy
+from app.core.resources import DraRequest, dra_requests
 from app.webhook.metrics import Metrics
-from app.webhook.mutate import ReadFailed, Request, TemplateError, requests_of
+from app.webhook.view import ReadFailed, TemplateError
 
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-
-
-def load_api_client() -> client.ApiClient | None:
-    """An API client from in-cluster config or the kubeconfig; None when neither exists."""
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        try:
-            config.load_kube_config()
-        except (config.ConfigException, OSError):
-            return None
-    configuration = client.Configuration.get_default_copy()
-    # No hidden retries: every call is already bounded by a deadline, and the caches re-list
-    # with a backoff of their own.
-    configuration.retries = False
-    return client.ApiClient(configuration)
 
 
 class Store(Generic[K, V]):
@@ -172,11 +157,11 @@ class LiveCluster:
             timeout,
             on_change=self._refresh_catalog,
         )
-        self.templates: Store[tuple[str, str], list[Request]] = Store(
+        self.templates: Store[tuple[str, str], list[DraRequest]] = Store(
             "resourceclaimtemplates",
             self._resource.list_resource_claim_template_for_all_namespaces,
             _namespaced,
-            lambda o: requests_of((o.get("spec") or {}).get("spec")),
+            lambda o: dra_requests((o.get("spec") or {}).get("spec")),
             metrics,
             timeout,
         )
@@ -272,23 +257,23 @@ class LiveCluster:
             if err.status != 409:  # AlreadyExists: another pod (or replica) made it
                 raise
         self.templates.put(
-            (namespace, template["metadata"]["name"]), requests_of(template["spec"]["spec"])
+            (namespace, template["metadata"]["name"]), dra_requests(template["spec"]["spec"])
         )
 
-    async def template_requests(self, namespace: str, name: str) -> list[Request] | None:
+    async def template_requests(self, namespace: str, name: str) -> list[DraRequest] | None:
         found = self.templates.get((namespace, name))
         if found is not None:
             return found
         # Not in the cache: perhaps created a moment ago (by our own mutating webhook).
         read = self._resource.read_namespaced_resource_claim_template
         obj = await self._read(read, name, namespace, "resourceclaimtemplates")
-        return None if obj is None else requests_of((obj.get("spec") or {}).get("spec"))
+        return None if obj is None else dra_requests((obj.get("spec") or {}).get("spec"))
 
-    async def claim_requests(self, namespace: str, name: str) -> list[Request] | None:
+    async def claim_requests(self, namespace: str, name: str) -> list[DraRequest] | None:
         obj = await self._read(
             self._resource.read_namespaced_resource_claim, name, namespace, "resourceclaims"
         )
-        return None if obj is None else requests_of(obj.get("spec"))
+        return None if obj is None else dra_requests(obj.get("spec"))
 
     async def _read(
         self, read: Callable[..., Any], name: str, namespace: str, resource: str
@@ -330,10 +315,10 @@ class OfflineCluster:
     async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
         return None
 
-    async def template_requests(self, namespace: str, name: str) -> list[Request] | None:
+    async def template_requests(self, namespace: str, name: str) -> list[DraRequest] | None:
         return None
 
-    async def claim_requests(self, namespace: str, name: str) -> list[Request] | None:
+    async def claim_requests(self, namespace: str, name: str) -> list[DraRequest] | None:
         return None
 
     def start(self) -> None:

@@ -137,3 +137,12 @@ def review(response: AdmissionResponse) -> bytes:
     return orjson.dumps(
         {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
     )
+
+
+def namespace_of(request: AdmissionRequest, obj: Obj) -> str:
+    """The request's namespace, else the object's own: "" when neither is a string."""
+    metadata = obj.get("metadata")
+    namespace = request.get("namespace") or (
+        metadata.get("namespace") if isinstance(metadata, dict) else None
+    )
+    return namespace if isinstance(namespace, str) else ""

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
+from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Protocol
 
@@ -16,20 +15,24 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.core.catalog import Catalog
 from app.core.policy import MODES, Policy
-from app.manifests.documents import ManifestError, Output, translate_text
-from app.webhook.caches import LiveCluster, OfflineCluster, load_api_client
-from app.webhook.metrics import Metrics
-from app.webhook.mutate import ClusterView, Decision, Mutator, validate
-from app.webhook.reviews import (
-    AdmissionRequest,
-    AdmissionResponse,
-    ReviewError,
-    allowed,
-    denied,
-    parse_review,
-    review,
+from app.kubeconfig import NoCluster, api_client
+from app.manifests.documents import ManifestError
+from app.manifests.render import Output, translate_text
+from app.webhook.caches import LiveCluster, OfflineCluster
+from app.webhook.endpoint import (
+    Admission,
+    ASGIReceive,
+    ASGISend,
+    TooLarge,
+    closing,
+    read_body,
 )
+from app.webhook.metrics import Metrics
+from app.webhook.mutate import Mutator
+from app.webhook.reviews import AdmissionRequest
 from app.webhook.settings import Settings
+from app.webhook.validate import validate
+from app.webhook.view import ClusterView, Decision, Verdict, allow
 
 log = logging.getLogger("gpu2dra")
 
@@ -44,9 +47,12 @@ class Cluster(ClusterView, Protocol):
 
 
 def make_cluster(settings: Settings, metrics: Metrics) -> Cluster:
-    api = None if settings.offline else load_api_client()
-    if api is None:
-        log.info("no kubeconfig or in-cluster config: offline mode")
+    if settings.offline:
+        return OfflineCluster(settings.policy)
+    try:
+        api = api_client(in_cluster_first=True)
+    except NoCluster as err:
+        log.info("offline mode: %s", err)
         return OfflineCluster(settings.policy)
     return LiveCluster(api, metrics, timeout=settings.api_timeout)
 
@@ -76,116 +82,6 @@ def get_cluster(request: Request) -> Cluster:
 ClusterDep = Annotated[Cluster, Depends(get_cluster)]
 
 
-ASGIReceive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-ASGISend = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-_JSON = [(b"content-type", b"application/json")]
-_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
-
-
-class Admission:
-    """POST /mutate or /validate as a bare ASGI endpoint: on every GPU pod's create path, so
-    it skips the framework's routing, dependency injection and middleware."""
-
-    def __init__(
-        self,
-        endpoint: str,
-        decide: Callable[[AdmissionRequest], Decision],
-        late: Callable[[AdmissionRequest], AdmissionResponse],
-        settings: Settings,
-        metrics: Metrics,
-    ) -> None:
-        self.endpoint, self.decide, self.late = endpoint, decide, late
-        self.deadline, self.max_body = settings.deadline, settings.max_body
-        self.latency = metrics.latency.labels(endpoint)
-        self.results = {
-            r: metrics.requests.labels(endpoint, r)
-            for r in ("patched", "allowed", "denied", "bad-request")
-        }
-
-    async def __call__(
-        self, scope: MutableMapping[str, Any], receive: ASGIReceive, send: ASGISend
-    ) -> None:
-        start = time.perf_counter()
-        body = await self._body(scope, receive)
-        if body is None:
-            return await _answer(send, 413, f"body over {self.max_body} bytes\n".encode(), _TEXT)
-        try:
-            adm = parse_review(body)
-        except ReviewError as err:
-            self.results["bad-request"].inc()
-            return await _answer(send, 400, f"{err}\n".encode(), _TEXT)
-        try:
-            response = self.decide(adm)
-            if isinstance(response, Coroutine):  # the API server is asked: bounded
-                try:
-                    async with asyncio.timeout(self.deadline):
-                        response = await response
-                except TimeoutError:
-                    response = self.late(adm)
-        except Exception:
-            log.exception(
-                "%s failed", self.endpoint, extra={"uid": adm["uid"], "endpoint": self.endpoint}
-            )
-            response = denied(adm["uid"], "gpu2dra internal error", code=500)
-        await _answer(send, 200, review(response), _JSON)
-        elapsed = time.perf_counter() - start
-        result = (
-            "patched" if "patch" in response else ("allowed" if response["allowed"] else "denied")
-        )
-        self.results[result].inc()
-        self.latency.observe(elapsed)
-        if result != "allowed" or "warnings" in response:
-            log.info(
-                "%s %s",
-                self.endpoint,
-                result,
-                extra={
-                    "uid": adm["uid"],
-                    "endpoint": self.endpoint,
-                    "result": result,
-                    "namespace": adm.get("namespace"),
-                    "kind": adm["kind"].get("kind"),
-                    "operation": adm["operation"],
-                    "ms": round(elapsed * 1000, 3),
-                },
-            )
-
-    async def _body(self, scope: MutableMapping[str, Any], receive: ASGIReceive) -> bytes | None:
-        """The request body, or None when it is over the cap."""
-        for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
-                return None
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body:
-                return None
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        return b"".join(chunks)
-
-
-async def _answer(send: ASGISend, status: int, body: bytes, headers: list[Any]) -> None:
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-def _closing(send: ASGISend) -> ASGISend:
-    """`send` with `Connection: close` on the response: the client opens a new connection
-    for its next request, which reaches a replica that is not shutting down. A kept-alive
-    connection would otherwise be cut when this one stops, failing the request sent on it."""
-
-    async def closing(message: MutableMapping[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            headers = [*message.get("headers", ()), (b"connection", b"close")]
-            message = {**message, "headers": headers}
-        await send(message)
-
-    return closing
-
-
 class App(FastAPI):
     admission: dict[str, Admission]
 
@@ -193,7 +89,7 @@ class App(FastAPI):
         self, scope: MutableMapping[str, Any], receive: ASGIReceive, send: ASGISend
     ) -> None:
         if scope["type"] == "http" and self.state.draining:
-            send = _closing(send)
+            send = closing(send)
         if scope["type"] == "http" and scope["method"] == "POST":
             endpoint = self.admission.get(scope["path"])
             if endpoint is not None:
@@ -219,51 +115,22 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
     app = App(title="gpu2dra", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings, app.state.metrics, app.state.draining = settings, metrics, False
 
-    async def body_of(request: Request) -> bytes:
-        length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > settings.max_body:
-            raise HTTPException(413, f"body over {settings.max_body} bytes")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > settings.max_body:
-                raise HTTPException(413, f"body over {settings.max_body} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
-
     def mutate(adm: AdmissionRequest) -> Decision:
-        decision = mutator(adm, app.state.cluster)
-        if not isinstance(decision, Coroutine):
-            count_translation(decision)
-            return decision
+        return mutator(adm, app.state.cluster)
 
-        async def counted() -> AdmissionResponse:
-            return count_translation(await decision)
-
-        return counted()
-
-    translated = {m: metrics.translations.labels(m) for m in ("enabled", "audit")}
-
-    def count_translation(response: AdmissionResponse) -> AdmissionResponse:
-        if "patch" in response:
-            translated["enabled"].inc()
-        elif "auditAnnotations" in response:
-            translated["audit"].inc()
-        return response
-
-    def mutate_late(adm: AdmissionRequest) -> AdmissionResponse:
+    def mutate_late(adm: AdmissionRequest) -> Verdict:
         return mutator.failed(adm["uid"], f"did not answer within {settings.deadline:g}s")
 
     def validate_(adm: AdmissionRequest) -> Decision:
         return validate(adm, app.state.cluster)
 
-    def validate_late(adm: AdmissionRequest) -> AdmissionResponse:
-        why = f"gpu2dra could not check DeviceClasses within {settings.deadline:g}s"
-        return allowed(adm["uid"], [why])
+    def validate_late(adm: AdmissionRequest) -> Verdict:
+        return allow(adm["uid"], [f"gpu2dra could not check DeviceClasses within {deadline:g}s"])
 
+    deadline, max_body = settings.deadline, settings.max_body
     app.admission = {
-        "/mutate": Admission("mutate", mutate, mutate_late, settings, metrics),
-        "/validate": Admission("validate", validate_, validate_late, settings, metrics),
+        "/mutate": Admission("mutate", mutate, mutate_late, deadline, max_body, metrics),
+        "/validate": Admission("validate", validate_, validate_late, deadline, max_body, metrics),
     }
 
     @app.post("/translate")
@@ -273,18 +140,23 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
         if not settings.translate_enabled:
             raise HTTPException(404, "the /translate endpoint is turned off")
         if mode not in MODES:
+            metrics.requests.labels("translate", "bad-request").inc()
             raise HTTPException(400, f"mode must be one of {', '.join(MODES)}")
-        body = await body_of(request)
+        try:
+            body = await read_body(request.headers.raw, request.receive, settings.max_body)
+        except TooLarge:
+            metrics.requests.labels("translate", "too-large").inc()
+            raise HTTPException(413, f"body over {settings.max_body} bytes") from None
         as_yaml = "yaml" in request.headers.get("accept", "")
         # Parsing and writing a large manifest takes a while: off the event loop, so that
         # admission answers and probes are not held up behind it.
-        status, answer = await asyncio.to_thread(
+        status, text = await asyncio.to_thread(
             _translate_body, body, settings.policy, cluster.catalog, namespace, mode, as_yaml
         )
         metrics.requests.labels("translate", "ok" if status == 200 else "bad-request").inc()
         if status != 200:
-            return PlainTextResponse(answer, status_code=status)
-        return Response(answer, media_type="application/yaml" if as_yaml else "application/json")
+            return PlainTextResponse(text, status_code=status)
+        return Response(text, media_type="application/yaml" if as_yaml else "application/json")
 
     @app.get("/healthz")
     async def healthz() -> PlainTextResponse:

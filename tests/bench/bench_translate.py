@@ -23,7 +23,8 @@ import jsonpatch
 
 from app.core.catalog import Catalog
 from app.core.policy import load_policy
-from app.core.translate import _template, translate
+from app.core.templates import _template
+from app.core.translate import translate
 from app.webhook.mutate import patch_ops
 
 TARGET_US = 50.0

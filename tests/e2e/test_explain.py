@@ -130,7 +130,7 @@ def test_not_translated_says_why(
     pod["metadata"]["annotations"] = annotations
     control_plane.create(namespace, pod)
     text = explain(control_plane, namespace, "legacy")
-    assert "not translated (nvidia.com/gpu)" in text
+    assert "not translated (1 x nvidia.com/gpu)" in text
     assert expected in text
 
 
@@ -147,7 +147,7 @@ def test_created_while_the_webhook_was_down(
     finally:
         webhook.start()
     text = explain(control_plane, namespace, "missed")
-    assert f"not translated (nvidia.com/gpu) although namespace {namespace} is enabled" in text
+    assert f"not translated (1 x nvidia.com/gpu) although namespace {namespace} is enabled" in text
     assert "pod claims can only be added when a pod is created" in text
 
 
@@ -173,7 +173,7 @@ def test_missing_device_class_leaves_the_pod(
         custom.create_cluster_custom_object(
             "resource.k8s.io", "v1", "deviceclasses", device_class("mig.nvidia.com", "mig")
         )
-    assert "FAIL  not translated (nvidia.com/mig-1g.5gb): gpu2dra leaves this pod as it is" in text
+    assert "FAIL  not translated (1 x nvidia.com/mig-1g.5gb): gpu2dra leaves this pod as it is" in text
     assert "DeviceClass mig.nvidia.com does not exist" in text
 
 
@@ -217,7 +217,7 @@ def test_skipped_namespaces(
             f"gpu-{namespace}", "kube-system", grace_period_seconds=0
         )
     assert (
-        "  info  not translated (nvidia.com/gpu): namespace kube-system is never changed; it "
+        "  info  not translated (1 x nvidia.com/gpu): namespace kube-system is never changed; it "
         "uses the device plugin\n" in text
     )
 
@@ -225,7 +225,7 @@ def test_skipped_namespaces(
     policy.write_text(f"defaultMode: enabled\nskipNamespaces: [kube-system, {namespace}]\n")
     control_plane.create(namespace, gpu_pod("legacy", {"nvidia.com/gpu": 1}))
     text = explain(control_plane, namespace, "legacy", "--policy", str(policy))
-    assert f"not translated (nvidia.com/gpu): namespace {namespace} is never changed" in text
+    assert f"not translated (1 x nvidia.com/gpu): namespace {namespace} is never changed" in text
     # The same pod judged by the default policy: the namespace's mode decides.
     assert "mode disabled" in explain(control_plane, namespace, "legacy")
 

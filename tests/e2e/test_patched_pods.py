@@ -44,8 +44,9 @@ def patched_spec(body: bytes) -> tuple[Obj, Obj] | None:
         request = parse_review(body)
     except ReviewError:
         return None
-    answer = MUTATOR(request, CLUSTER)
-    assert not isinstance(answer, Coroutine)  # offline: templates are not created
+    verdict = MUTATOR(request, CLUSTER)
+    assert not isinstance(verdict, Coroutine)  # offline: templates are not created
+    answer = verdict.response
     if "patch" not in answer:
         return None
     pod = request["object"]

@@ -16,9 +16,11 @@ import orjson
 with atheris.instrument_imports(include=["app"]):  # type: ignore[attr-defined]
     from app.core.policy import load_policy
     from app.webhook.caches import OfflineCluster
-    from app.webhook.mutate import Mutator, validate
-    from app.webhook.reviews import AdmissionResponse, ReviewError, parse_review
+    from app.webhook.mutate import Mutator
+    from app.webhook.reviews import ReviewError, parse_review
     from app.webhook.server import _translate_body
+    from app.webhook.validate import validate
+    from app.webhook.view import Decision
 
 from tests.fuzz.conftest import CORPUS_POLICY, check_patch
 
@@ -27,14 +29,14 @@ CLUSTER = OfflineCluster(POLICY)  # answers without awaiting: no event loop need
 MUTATOR = Mutator(POLICY)
 
 
-def _settled(decision: AdmissionResponse | Coroutine[Any, Any, AdmissionResponse]) -> Any:
+def _settled(decision: Decision) -> Any:
     """The answer; a coroutine must finish without suspending (OfflineCluster never waits)."""
     if not isinstance(decision, Coroutine):
-        return decision
+        return decision.response
     try:
         decision.send(None)
     except StopIteration as done:
-        return done.value
+        return done.value.response
     raise AssertionError("the offline answer waited on something")
 
 

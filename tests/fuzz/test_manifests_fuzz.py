@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from app.cli import MAX_MANIFEST_BYTES, main
 from app.core.catalog import Catalog
 from app.core.policy import load_policy
-from app.manifests.documents import ManifestError, translate_text
+from app.manifests.documents import ManifestError
+from app.manifests.render import translate_text
 from app.webhook.server import create_app
 from app.webhook.settings import Settings
 from tests.fuzz.conftest import (

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from app.core.catalog import Catalog
 from app.core.kube import Obj
-from app.webhook.mutate import Request, TemplateError
+from app.core.resources import DraRequest
+from app.webhook.view import TemplateError
 
 
 @dataclass
@@ -16,8 +17,8 @@ class FakeCluster:
         default_factory=lambda: Catalog.of(["gpu.nvidia.com", "mig.nvidia.com"])
     )
     labels: dict[str, dict[str, str]] = field(default_factory=dict)
-    templates: dict[tuple[str, str], list[Request]] = field(default_factory=dict)
-    claims: dict[tuple[str, str], list[Request]] = field(default_factory=dict)
+    templates: dict[tuple[str, str], list[DraRequest]] = field(default_factory=dict)
+    claims: dict[tuple[str, str], list[DraRequest]] = field(default_factory=dict)
     created: list[tuple[str, str]] = field(default_factory=list)
     fail_with: str | None = None
     ready: bool = True
@@ -34,10 +35,10 @@ class FakeCluster:
         for tpl in templates:
             self.created.append((namespace, tpl["metadata"]["name"]))
 
-    async def template_requests(self, namespace: str, name: str) -> list[Request] | None:
+    async def template_requests(self, namespace: str, name: str) -> list[DraRequest] | None:
         return self.templates.get((namespace, name))
 
-    async def claim_requests(self, namespace: str, name: str) -> list[Request] | None:
+    async def claim_requests(self, namespace: str, name: str) -> list[DraRequest] | None:
         return self.claims.get((namespace, name))
 
     def start(self) -> None:

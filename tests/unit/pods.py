@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.translate import DeviceRequest
+from app.core.templates import DeviceRequest
 
 Obj = dict[str, Any]
 

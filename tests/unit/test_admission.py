@@ -15,17 +15,17 @@ from hypothesis import given, settings
 
 from app.core.catalog import Catalog
 from app.core.policy import Policy, load_policy, parse_policy
+from app.core.resources import DraRequest, dra_requests
 from app.core.translate import translate
 from app.webhook.mutate import (
     AUDIT_ANNOTATION,
     MEMO_SIZE,
-    Decision,
     Mutator,
     patch_ops,
-    requests_of,
-    validate,
 )
 from app.webhook.reviews import AdmissionRequest, AdmissionResponse
+from app.webhook.validate import validate
+from app.webhook.view import Decision
 from tests.unit.fake import FakeCluster
 from tests.unit.pods import PRODUCT_A100, container, gpu
 from tests.unit.test_properties import pod_specs
@@ -69,7 +69,8 @@ def enabled(**labels: str) -> FakeCluster:
 
 
 def run(decision: Decision) -> AdmissionResponse:
-    return asyncio.run(decision) if isinstance(decision, Coroutine) else decision
+    verdict = asyncio.run(decision) if isinstance(decision, Coroutine) else decision
+    return verdict.response
 
 
 def apply(obj: Obj, response: AdmissionResponse) -> Obj:
@@ -239,15 +240,16 @@ V1_TEMPLATE = {
 }
 
 
-def test_requests_of_reads_v1_and_v1beta1() -> None:
-    assert requests_of(V1_TEMPLATE["spec"]["spec"]) == [  # type: ignore[index]
+def test_dra_requests_reads_v1_and_v1beta1() -> None:
+    found = dra_requests(V1_TEMPLATE["spec"]["spec"])  # type: ignore[index]
+    assert [(r.name, r.device_class) for r in found] == [
         ("gpu", "gpu.nvidia.com"),
         ("any/big", "gpu.nvidia.com"),
         ("any/small", "nope.example.com"),
     ]
-    beta = {"devices": {"requests": [{"name": "gpu", "deviceClassName": "x"}]}}
-    assert requests_of(beta) == [("gpu", "x")]
-    assert requests_of({"devices": {"requests": "bad"}}) == []
+    beta = {"devices": {"requests": [{"name": "gpu", "deviceClassName": "x", "count": 2}]}}
+    assert dra_requests(beta) == [DraRequest("gpu", "x", 2, ())]
+    assert dra_requests({"devices": {"requests": "bad"}}) == []
 
 
 def test_template_naming_a_missing_class_is_denied() -> None:
@@ -278,7 +280,7 @@ def test_valid_template_is_allowed() -> None:
 
 
 def test_pod_referencing_a_bad_template_is_denied() -> None:
-    cluster = FakeCluster(templates={("ml", "t"): [("gpu", "gone.example.com")]})
+    cluster = FakeCluster(templates={("ml", "t"): [DraRequest("gpu", "gone.example.com", 1, ())]})
     obj = pod(
         {
             "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}],
@@ -292,7 +294,7 @@ def test_pod_referencing_a_bad_template_is_denied() -> None:
 
 
 def test_pod_referencing_a_bad_claim_is_denied() -> None:
-    cluster = FakeCluster(claims={("ml", "shared"): [("gpu", "gone.example.com")]})
+    cluster = FakeCluster(claims={("ml", "shared"): [DraRequest("gpu", "gone.example.com", 1, ())]})
     obj = pod(
         {
             "resourceClaims": [{"name": "g", "resourceClaimName": "shared"}],

@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from app.webhook.caches import LiveCluster, Store
 from app.webhook.metrics import Metrics
-from app.webhook.mutate import ReadFailed, TemplateError
+from app.webhook.view import ReadFailed, TemplateError
 
 
 class FakeResponse:

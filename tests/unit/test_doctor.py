@@ -11,8 +11,9 @@ import yaml
 
 from app.cli import main
 from app.core.policy import load_policy
+from app.troubleshoot.checks import Check, check_kubernetes, check_namespaces
 from app.troubleshoot.client import ReadError
-from app.troubleshoot.doctor import Check, check_kubernetes, check_namespaces, render_text
+from app.troubleshoot.doctor import render_text
 
 
 def version(minor: str) -> dict[str, str]:

@@ -4,9 +4,11 @@ the real scheduler in tests/e2e/test_explain.py)."""
 from __future__ import annotations
 
 from app.core.policy import load_policy
-from app.troubleshoot.celdevices import Device, devices_of
+from app.core.resources import DraRequest
+from app.troubleshoot.allocation import analyse_request
+from app.troubleshoot.cel.devices import Device, devices_of
 from app.troubleshoot.client import ReadError
-from app.troubleshoot.explain import PodFacts, analyse_request, explain
+from app.troubleshoot.explain import PodFacts, explain
 from tests.e2e.fixtures import device_class, gpu_devices, gpu_resource_slice
 
 CLASSES = {"gpu.nvidia.com": device_class("gpu.nvidia.com", "gpu")}
@@ -18,8 +20,7 @@ def nodes(*names: str, gpus: int = 1) -> list[Device]:
 
 def test_enough_devices_but_not_on_one_node() -> None:
     step = analyse_request(
-        "gpu",
-        {"deviceClassName": "gpu.nvidia.com", "count": 2},
+        DraRequest("gpu", "gpu.nvidia.com", 2, ()),
         "ns/c",
         CLASSES,
         nodes("a", "b"),
@@ -34,8 +35,8 @@ def test_enough_devices_but_not_on_one_node() -> None:
 def test_own_allocation_is_not_another_claims() -> None:
     devices = nodes("a", gpus=2)
     owners = {devices[0].key: "ns/c", devices[1].key: "ns/other"}
-    request = {"deviceClassName": "gpu.nvidia.com", "count": 2}
-    step = analyse_request("gpu", request, "ns/c", CLASSES, devices, owners)
+    request = DraRequest("gpu", "gpu.nvidia.com", 2, ())
+    step = analyse_request(request, "ns/c", CLASSES, devices, owners)
     assert "capacity exhausted" in step.text
     assert step.details == (
         "a/gpu-0: matches and is free",
@@ -46,23 +47,20 @@ def test_own_allocation_is_not_another_claims() -> None:
 def test_missing_class_and_failing_selector() -> None:
     devices = nodes("a")
     missing = analyse_request(
-        "gpu", {"deviceClassName": "gpu.nvida.com"}, "ns/c", CLASSES, devices, {}
+        DraRequest("gpu", "gpu.nvida.com", 1, ()), "ns/c", CLASSES, devices, {}
     )
     assert missing.text.endswith(": DeviceClass gpu.nvida.com does not exist")
-    request = {
-        "deviceClassName": "gpu.nvidia.com",
-        "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].index == 0"}}],
-    }
-    failing = analyse_request("gpu", request, "ns/c", CLASSES, devices, {})
+    index = "device.attributes['gpu.nvidia.com'].index == 0"
+    request = DraRequest("gpu", "gpu.nvidia.com", 1, (index,))
+    failing = analyse_request(request, "ns/c", CLASSES, devices, {})
     assert failing.state == "FAIL"
     assert "the scheduler aborts allocation with a CEL runtime error" in failing.text
     assert failing.details == ("a/gpu-0: selector #1 fails: no such key: index",)
 
 
 def test_free_devices_point_at_the_scheduler() -> None:
-    step = analyse_request(
-        "gpu", {"deviceClassName": "gpu.nvidia.com"}, "ns/c", CLASSES, nodes("a"), {}
-    )
+    request = DraRequest("gpu", "gpu.nvidia.com", 1, ())
+    step = analyse_request(request, "ns/c", CLASSES, nodes("a"), {})
     assert step.state == "info"
     assert "1 free on node a is enough: see the scheduler's events" in step.text
 

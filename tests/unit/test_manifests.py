@@ -15,12 +15,10 @@ from app.core.catalog import Catalog
 from app.core.policy import Policy
 from app.manifests.documents import (
     ManifestError,
-    Output,
-    _pieces,
     load_documents,
     translate_documents,
-    translate_text,
 )
+from app.manifests.render import Output, _pieces, translate_text
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_CONTAINER = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -17,8 +18,13 @@ from hypothesis import strategies as st
 
 from app.core.catalog import Catalog
 from app.core.kube import is_dns_label
-from app.core.policy import DEFAULT_POLICY_YAML, Policy, load_policy, parse_policy
-from app.core.translate import Translation, parse_count, translate
+from app.core.names import request_name
+from app.core.policy import DEFAULT_POLICY_YAML, MODE_LABEL, Policy, load_policy, parse_policy
+from app.core.resources import legacy_devices, parse_count
+from app.core.translate import Translation, translate
+from app.manifests.podspecs import is_pod_spec
+from app.troubleshoot.explain import PodFacts, explain
+from app.troubleshoot.report import workload_of
 from app.webhook.mutate import patch_ops
 
 Obj = dict[str, Any]
@@ -495,19 +501,6 @@ def _is_legacy(policy: Policy, resource: str) -> bool:
     return hit is not None and not (resource.endswith(".shared") and hit[0].is_pattern)
 
 
-def _legacy_count(policy: Policy, container: Obj) -> int:
-    limits = container["resources"].get("limits")
-    if not isinstance(limits, dict):
-        return 0
-    total = 0
-    for resource, value in limits.items():
-        if _is_legacy(policy, resource):
-            count = parse_count(value)
-            assert count is not None, (resource, value)
-            total += count
-    return total
-
-
 def _names_used(spec: Obj) -> set[Any]:
     """Every claim name the input pod spells: its pod claims and its containers' references."""
     names = {c["name"] for c in _claims_of_pod(spec) if isinstance(c, dict) and _is_str(c, "name")}
@@ -544,7 +537,12 @@ def test_device_counts_are_preserved(spec: Obj, setup: tuple[Policy, Catalog]) -
     counts = {t["metadata"]["name"]: _template_count(t) for t in result.templates}
     new = {c["name"]: counts[c["resourceClaimTemplateName"]] for c in _new_claims(spec, result)}
     after = dict(_containers(result.spec))
-    legacy_total, init_demand = 0, 0
+    # Per resource, as the device plugin allocates: the running containers' sum, or the
+    # largest regular init container's; and what the new claims hold, each claim once.
+    running: Counter[str] = Counter()
+    init: Counter[str] = Counter()
+    claimed: Counter[str] = Counter()
+    seen: set[str] = set()
     for where, old in _containers(spec):
         container = after[where]
         if (*where, "resources") not in result.touched:
@@ -556,17 +554,47 @@ def test_device_counts_are_preserved(spec: Obj, setup: tuple[Policy, Catalog]) -
             if isinstance(kept, dict):
                 assert not any(_is_legacy(policy, r) for r in kept), (where, kept)
                 assert not any(r == "nvidia.com/gpu" or _MIG.fullmatch(r) for r in kept), kept
-        legacy = _legacy_count(policy, old)
-        got = sum(new[n] for n in set(_refs(container)) if n in new)
+        legacy = _legacy_counts(policy, old)
+        mine = [n for n in dict.fromkeys(_refs(container)) if n in new]
+        got = sum(new[n] for n in mine)
         if where[0] == "initContainers" and old.get("restartPolicy") != "Always":
-            assert got >= legacy, (where, got, legacy)
-            init_demand = max(init_demand, legacy)
+            assert got >= legacy.total(), (where, got, legacy)
+            for resource, n in legacy.items():
+                init[resource] = max(init[resource], n)
         else:
-            assert got == legacy, (where, got, legacy)
-            legacy_total += legacy
-    dra_demand = sum(new.values())
-    if dra_demand > max(init_demand, legacy_total):
-        assert any("needs more devices than under the device plugin" in w for w in result.warnings)
+            assert got == legacy.total(), (where, got, legacy)
+            running.update(legacy)
+        for name in mine:
+            if name not in seen:
+                seen.add(name)
+                claimed[_resource_of(result, spec, name, legacy)] += new[name]
+    more = {r for r in claimed if claimed[r] > max(running[r], init[r])}
+    said = {
+        r for r in claimed if any(f"many {r}, so it gets a claim" in w for w in result.warnings)
+    }
+    assert said == more, (dict(claimed), dict(running), dict(init), result.warnings)
+
+
+def _legacy_counts(policy: Policy, container: Obj) -> Counter[str]:
+    limits = container["resources"].get("limits")
+    found: Counter[str] = Counter()
+    for resource, value in (limits if isinstance(limits, dict) else {}).items():
+        if _is_legacy(policy, resource):
+            count = parse_count(value)
+            assert count is not None, (resource, value)
+            found[resource] += count
+    return found
+
+
+def _resource_of(result: Translation, spec: Obj, claim: str, legacy: Counter[str]) -> str:
+    """The legacy resource a new claim stands for: its request is named after it."""
+    template = next(
+        c["resourceClaimTemplateName"] for c in _new_claims(spec, result) if c["name"] == claim
+    )
+    (body,) = (t for t in result.templates if t["metadata"]["name"] == template)
+    (request,) = body["spec"]["spec"]["devices"]["requests"]
+    (resource,) = (r for r in legacy if request_name(r) == request["name"])
+    return resource
 
 
 def _template_count(template: Obj) -> int:
@@ -609,3 +637,36 @@ def test_patch_ops_rebuild_the_translation(spec: Obj, setup: tuple[Policy, Catal
     pod = {"metadata": {"name": "p"}, "spec": spec}
     patched = jsonpatch.apply_patch(pod, patch_ops(spec, result), in_place=False)
     assert patched == {"metadata": {"name": "p"}, "spec": result.spec}
+
+
+@property_test
+def test_translate_explain_and_report_count_alike(spec: Obj, setup: tuple[Policy, Catalog]) -> None:
+    """Every reader of legacy requests sees the same GPUs: `report`'s row, `explain`'s
+    first step, and the claims the translation makes (unless it says it makes more)."""
+    policy, catalog = setup
+    want = legacy_devices(spec, policy)
+    workload = {"kind": "Deployment", "spec": {"template": {"spec": spec}}}
+    row = workload_of(workload, "ml", policy, catalog, "Deployment", "d")
+    if is_pod_spec(spec):  # report finds pod specs by shape: one with containers
+        assert (row.gpus if row is not None else {}) == want
+    if want:  # explain reads pods the API server stored: a GPU pod here, well formed or not
+        pod = {"metadata": {"name": "p", "namespace": "ml"}, "spec": spec}
+        classes = [{"metadata": {"name": name}} for name in catalog.classes]
+        first = explain(PodFacts(pod, {MODE_LABEL: "enabled"}, classes), policy).steps[0]
+        assert f"({', '.join(f'{n} x {r}' for r, n in want.items())})" in first.text
+    result = translate(spec, policy, catalog)
+    if not result.changed or legacy_devices(result.spec, policy):
+        return  # left as is, or only some containers translated
+    templates = {t["metadata"]["name"]: t for t in result.templates}
+    claimed: Counter[str] = Counter()
+    for claim in _new_claims(spec, result):
+        template = templates[claim["resourceClaimTemplateName"]]
+        (request,) = template["spec"]["spec"]["devices"]["requests"]
+        claimed[request["name"]] += request["exactly"]["count"]
+    before: Counter[str] = Counter()
+    for resource, n in want.items():
+        before[request_name(resource)] += n
+    if any("so it gets a claim of its own" in w for w in result.warnings):
+        assert claimed.total() > before.total()
+    else:
+        assert claimed == before

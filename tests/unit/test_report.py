@@ -10,7 +10,9 @@ from typing import Any
 
 from app.core.catalog import Catalog
 from app.core.policy import load_policy
-from app.troubleshoot.report import build, legacy_gpus, render_csv, render_json, render_table
+from app.core.resources import legacy_devices
+from app.core.translate import translate
+from app.troubleshoot.report import build, render_csv, render_json, render_table
 
 Obj = dict[str, Any]
 POLICY = load_policy(None)
@@ -43,8 +45,8 @@ def test_gpus_per_pod_count_init_containers_as_the_device_plugin_does() -> None:
         container("b", {"nvidia.com/gpu": 1, "nvidia.com/mig-1g.5gb": 1}),
         init=[container("warm", {"nvidia.com/gpu": 4}), container("c", {"cpu": "1"})],
     )
-    assert legacy_gpus(spec, POLICY) == {"nvidia.com/gpu": 4, "nvidia.com/mig-1g.5gb": 1}
-    assert legacy_gpus(pod_spec(container("a", {"cpu": "1"})), POLICY) == {}
+    assert legacy_devices(spec, POLICY) == {"nvidia.com/gpu": 4, "nvidia.com/mig-1g.5gb": 1}
+    assert legacy_devices(pod_spec(container("a", {"cpu": "1"})), POLICY) == {}
 
 
 def test_workloads_are_reported_at_the_top() -> None:
@@ -166,3 +168,11 @@ def test_nothing_readable_says_so() -> None:
     assert table == "no workload asks for legacy GPU resources in what could be read\n" + (
         "cannot read pods (403)\n"
     )
+
+
+def test_a_whole_quantity_counts_alike_everywhere() -> None:
+    """`"2.0"` is 2 GPUs to the API server: to report and to the translator too."""
+    spec = pod_spec(container("a", {"nvidia.com/gpu": "2.0"}))
+    assert legacy_devices(spec, POLICY) == {"nvidia.com/gpu": 2}
+    (template,) = translate(spec, POLICY, Catalog.of(POLICY.device_classes)).templates
+    assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2

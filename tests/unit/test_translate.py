@@ -11,8 +11,11 @@ import pytest
 
 from app.core.catalog import Catalog
 from app.core.kube import is_dns_label
+from app.core.mig import mig_profile
+from app.core.names import claim_name
 from app.core.policy import Policy, ResourceMapping, load_policy, parse_policy
-from app.core.translate import claim_name, mig_profile, parse_count, translate
+from app.core.resources import parse_count
+from app.core.translate import translate
 from tests.unit.pods import GPU, MIG, PRODUCT_A100, Obj, claimed, container, gpu, pod_claim, tpl
 
 MEM = "device.capacity['gpu.nvidia.com'].memory"
@@ -79,7 +82,7 @@ CASES = [
             None,
             warnings=["not a non-negative integer"],
         )
-        for bad in ("abc", -1, 1.5, True, "1e3", "")
+        for bad in ("abc", -1, 1.5, True, "1e-3", "2.5", "")
     ),
     Case(
         "request without limit: left as is",
@@ -171,7 +174,21 @@ CASES = [
             ],
         },
         [("gpu", GPU, 1, ()), ("gpu", GPU, 4, ())],
-        ["needs more devices than under the device plugin"],
+        ["holds 5 devices where the device plugin gave it 4"],
+    ),
+    Case(
+        "an init container alone in asking gets its own claim: no more devices, no warning",
+        {
+            "initContainers": [container("fetch", gpu(2))],
+            "containers": [container("main")],
+        },
+        {
+            "initContainers": [claimed("fetch", "fetch-gpu")],
+            "containers": [container("main")],
+            "resourceClaims": [pod_claim("fetch-gpu", tpl("gpu", GPU, 2))],
+        },
+        [("gpu", GPU, 2, ())],
+        [],
     ),
     Case(
         "sidecar gets a claim of its own",
@@ -597,7 +614,13 @@ def test_mig_profile(spelled: str, profile: str | None) -> None:
         (-1, None),
         ("-1", None),
         (True, None),
-        ("2Gi", None),
+        ("2.0", 2),
+        ("2000m", 2),
+        ("1500m", None),
+        ("2.5", None),
+        ("2Gi", 2**31),
+        ("2e0", 2),
+        ("abc", None),
         (None, None),
         ([1], None),
         ("9" * 40, None),

@@ -10,17 +10,17 @@ import pytest
 
 from app.core.catalog import Catalog
 from app.core.policy import load_policy
+from app.core.quantity import parse_quantity
 from app.core.translate import translate
-from app.troubleshoot.celdevices import (
+from app.troubleshoot.cel.devices import (
     Device,
     SelectorError,
     class_selectors,
     devices_of,
     matches,
-    parse_quantity,
-    parse_semver,
     select,
 )
+from app.troubleshoot.cel.semver import parse_semver
 from tests.e2e.fixtures import (
     A100_SXM4_40GB,
     A100_SXM4_80GB,

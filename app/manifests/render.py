@@ -1,0 +1,135 @@
+"""Manifests in, text out: `/translate` and `gpu2dra translate`. A large stream is read,
+translated and written by several processes at once."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import Literal, NamedTuple
+
+import orjson
+
+from app.core.catalog import Catalog
+from app.core.kube import Obj
+from app.core.policy import Mode, Policy
+from app.manifests import yamlio
+from app.manifests.documents import Note, load_documents, translate_documents
+
+Output = Literal["yaml", "json"]
+PARALLEL_BYTES = 1 << 20  # below this, starting workers costs more than they save
+_MARKER = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)  # a document start
+
+
+class Rendered(NamedTuple):
+    """A translated manifest as text: the documents in input order, then each generated
+    template once (YAML), or `{documents, templates, warnings}` (JSON)."""
+
+    body: bytes
+    warnings: list[str]
+
+
+class _Piece(NamedTuple):
+    documents: int
+    body: bytes  # the documents, rendered
+    templates: dict[tuple[str | None, str], Obj]
+    notes: list[Note]
+
+
+def translate_text(
+    text: str,
+    policy: Policy,
+    catalog: Catalog,
+    namespace: str | None,
+    mode: Mode,
+    output: Output,
+    jobs: int = 1,
+    min_bytes: int = PARALLEL_BYTES,
+) -> Rendered:
+    """Load, translate and render a manifest. A large YAML stream is cut at its document
+    markers, and `jobs` processes read, translate and render the pieces. Any error (or a
+    worker lost) reruns it all in this process, so that the message is the usual one."""
+    pieces = _pieces(text, jobs * 2) if jobs > 1 and len(text) >= min_bytes else []
+    if len(pieces) > 1:
+        job = (policy, catalog, namespace, mode, output)
+        try:
+            # fork: the workers inherit the policy and catalog instead of unpickling them
+            with ProcessPoolExecutor(
+                jobs, mp_context=get_context("fork"), initializer=_take_job, initargs=(job,)
+            ) as pool:
+                return _join(list(pool.map(_translate_piece, pieces)), output)
+        except Exception:
+            pass  # the rerun below reports it
+    return _join([_piece(text, policy, catalog, namespace, mode, output)], output)
+
+
+def _pieces(text: str, count: int) -> list[str]:
+    """`text` cut into about `count` streams of whole documents. Directives (%YAML, %TAG)
+    belong to the document after them and anchors may be used across documents: such a
+    stream (or JSON) stays whole."""
+    if text.lstrip().startswith(("{", "[", "%")) or "\n%" in text or "&" in text:
+        return [text]
+    cuts = [0]
+    for i in range(1, count):
+        marker = _MARKER.search(text, max(cuts[-1] + 1, len(text) * i // count))
+        if marker is None:
+            break
+        cuts.append(marker.start())
+    cuts.append(len(text))
+    return [text[a:b] for a, b in itertools.pairwise(cuts) if a < b]
+
+
+def _piece(
+    text: str, policy: Policy, catalog: Catalog, namespace: str | None, mode: Mode, output: Output
+) -> _Piece:
+    result = translate_documents(load_documents(text), policy, catalog, namespace, mode)
+    if output == "json":
+        body = b",".join(orjson.dumps(doc) for doc in result.documents)
+    else:
+        body = yamlio.dump_all(result.documents).encode()
+    return _Piece(len(result.documents), body, result.templates, result.notes)
+
+
+_job: tuple[Policy, Catalog, str | None, Mode, Output] | None = None
+
+
+def _take_job(job: tuple[Policy, Catalog, str | None, Mode, Output]) -> None:
+    global _job
+    _job = job
+
+
+def _translate_piece(text: str) -> _Piece:
+    assert _job is not None, "set by the pool's initializer"
+    return _piece(text, *_job)
+
+
+def _join(pieces: list[_Piece], output: Output) -> Rendered:
+    """The pieces as one stream: documents renumbered, templates once, in order."""
+    notes: list[Note] = []
+    templates: dict[tuple[str | None, str], Obj] = {}
+    offset = 0
+    for piece in pieces:
+        notes.extend(n._replace(document=n.document + offset) for n in piece.notes)
+        offset += piece.documents
+        for key, template in piece.templates.items():
+            templates.setdefault(key, template)
+    warnings = [str(note) for note in notes]
+    bodies = [piece.body for piece in pieces if piece.body]
+    if output == "json":
+        body = b"".join(
+            (
+                b'{"documents":[',
+                b",".join(bodies),
+                b'],"templates":',
+                orjson.dumps(list(templates.values())),
+                b',"warnings":',
+                orjson.dumps(warnings),
+                b"}",
+            )
+        )
+    else:
+        if templates:
+            bodies.append(yamlio.dump_all(templates.values()).encode())
+        body = b"---\n".join(bodies)
+    return Rendered(body, warnings)

@@ -1,0 +1,1 @@
+"""DRA device selectors evaluated the way the scheduler evaluates them."""

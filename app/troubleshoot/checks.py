@@ -1,0 +1,377 @@
+"""The checks of `gpu2dra doctor`, each a pure function of what was read: tested as tables
+of facts, like the translator, as well as on the real control plane."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Literal
+
+from app.core.kube import RESOURCE_GROUP, Obj
+from app.core.policy import MODE_LABEL, MODES, Policy
+from app.troubleshoot.cel.devices import Device, Selection, class_selectors, devices_of, select
+from app.troubleshoot.client import Listed, ReadError, cannot_read
+from app.troubleshoot.registrations import Endpoint, Registration
+
+Status = Literal["PASS", "WARN", "FAIL"]
+MIN_MINOR = 34  # resource.k8s.io/v1 is served from Kubernetes 1.34
+READ_FIX = "grant read access (the chart's readOnlyRole.create=true ClusterRole)"
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    status: Status
+    summary: str
+    fix: str = ""
+    details: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Reached:
+    """The TLS handshake with one webhook endpoint, checked against one caBundle."""
+
+    endpoint: Endpoint
+    configurations: tuple[str, ...]
+    problem: str | None  # None: the caBundle verifies the serving certificate
+    unreachable: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    version: Obj | ReadError
+    resource_versions: list[str] | ReadError
+    device_classes: Listed
+    slices: Listed
+    nodes: Listed
+    namespaces: Listed
+    registrations: list[Registration] | ReadError
+    tls: list[Reached] = field(default_factory=list)
+    ready_endpoints: dict[tuple[str, str], int | ReadError] = field(default_factory=dict)
+
+
+# ---- the checks --------------------------------------------------------------------------
+
+
+class NotServed(ReadError):
+    """The API the check reads is not served: the kubernetes check says why."""
+
+
+def _unreadable(name: str, err: ReadError) -> Check:
+    if isinstance(err, NotServed):
+        return Check(name, "WARN", f"not checked: {err}", "see the kubernetes check")
+    return Check(name, "WARN", cannot_read(err), READ_FIX)
+
+
+def check_kubernetes(version: Obj | ReadError, served: list[str] | ReadError) -> Check:
+    name = "kubernetes"
+    if isinstance(version, ReadError):
+        return _unreadable(name, version)
+    git = str(version.get("gitVersion", "?"))
+    try:
+        minor = int(str(version.get("minor", "")).rstrip("+"))
+        major = int(version.get("major", 0))
+    except ValueError:
+        return Check(name, "WARN", f"{git}: cannot tell the minor version")
+    if isinstance(served, ReadError):
+        return _unreadable(name, served)
+    betas = [v for v in served if v != "v1"]
+    also = f" (also served: {', '.join(betas)})" if betas else " (no beta version served)"
+    if (major, minor) < (1, MIN_MINOR):
+        return Check(
+            name,
+            "FAIL",
+            f"{git}: DRA resource.k8s.io/v1 needs Kubernetes 1.{MIN_MINOR} or later",
+            f"upgrade the control plane to 1.{MIN_MINOR}+",
+        )
+    if "v1" not in served:
+        return Check(
+            name,
+            "FAIL",
+            f"{git}: {RESOURCE_GROUP}/v1 is not served"
+            + (
+                f" (served: {', '.join(served)})"
+                if served
+                else f" (no {RESOURCE_GROUP} version is)"
+            ),
+            f"enable the API with --runtime-config={RESOURCE_GROUP}/v1=true",
+        )
+    return Check(name, "PASS", f"{git}; {RESOURCE_GROUP}/v1 served{also}")
+
+
+def mapped_classes(policy: Policy) -> dict[str, list[str]]:
+    """DeviceClass -> the legacy resources the policy maps to it."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for mapping in policy.mappings:
+        found[mapping.device_class].append(mapping.resource)
+    return dict(found)
+
+
+def check_device_classes(classes: Listed, policy: Policy) -> Check:
+    name = "deviceclasses"
+    if isinstance(classes, ReadError):
+        return _unreadable(name, classes)
+    names = sorted(c["metadata"]["name"] for c in classes)
+    needed = mapped_classes(policy)
+    missing = [c for c in needed if c not in names]
+    listed = f"{len(names)} DeviceClass(es): {', '.join(names) or 'none'}"
+    if missing:
+        what = "; ".join(f"{c} (for {', '.join(needed[c])})" for c in missing)
+        return Check(
+            name,
+            "FAIL",
+            f"{listed}; missing {what}: those pods are left on the device plugin",
+            "install the NVIDIA DRA driver (its chart creates gpu.nvidia.com and mig.nvidia.com), "
+            "or change the policy's mappings",
+        )
+    doubles = []
+    for cls in classes:
+        ext = (cls.get("spec") or {}).get("extendedResourceName")
+        if isinstance(ext, str) and policy.mapping_for(ext) is not None:
+            doubles.append(f"{cls['metadata']['name']} serves {ext}")
+    if doubles:
+        return Check(
+            name,
+            "WARN",
+            f"{listed}; extendedResourceName: {'; '.join(doubles)}, a resource gpu2dra "
+            "translates: pods gpu2dra skips get DRA devices too (KEP-5004)",
+            "pick one owner: remove extendedResourceName from the DeviceClass, or the mapping "
+            "from gpu2dra's policy",
+        )
+    return Check(name, "PASS", f"{listed}; every mapped class exists")
+
+
+def _selected(devices: list[Device], classes: Listed, policy: Policy) -> dict[str, Selection]:
+    """What each mapped DeviceClass that exists selects."""
+    if isinstance(classes, ReadError):
+        return {}
+    by_name = {c["metadata"]["name"]: c for c in classes}
+    return {
+        name: select(devices, class_selectors(by_name[name]))
+        for name in mapped_classes(policy)
+        if name in by_name
+    }
+
+
+def check_slices(slices: Listed, classes: Listed, policy: Policy) -> Check:
+    name = "resourceslices"
+    if isinstance(slices, ReadError):
+        return _unreadable(name, slices)
+    devices = devices_of(slices)
+    if not devices:
+        return Check(
+            name,
+            "FAIL",
+            "no ResourceSlice publishes a device: no DRA driver runs, so translated pods stay "
+            "Pending",
+            "install the NVIDIA DRA driver's kubelet plugin on the GPU nodes",
+        )
+    selected = _selected(devices, classes, policy)
+    per_node: dict[tuple[str, str], list[Device]] = defaultdict(list)
+    for d in devices:
+        per_node[d.driver, d.node].append(d)
+    details = []
+    for (driver, node), devs in sorted(per_node.items()):
+        counts = ", ".join(
+            f"{c}: {sum(1 for d in s.selected if d in devs)}" for c, s in selected.items()
+        )
+        where = f"node {node}" if node else "no single node"
+        details.append(
+            f"{driver} on {where}: {len(devs)} device(s)" + (f" ({counts})" if counts else "")
+        )
+    pools = len({(d.driver, d.pool) for d in devices})
+    totals = ", ".join(f"{c} selects {len(s.selected)}" for c, s in selected.items())
+    summary = f"{len(devices)} device(s) in {pools} pool(s)" + (f"; {totals}" if totals else "")
+    errors = [
+        f"DeviceClass {c} on {d.ref}: {message}"
+        for c, s in selected.items()
+        for d, message in s.errors
+    ]
+    if selected and not any(s.selected for s in selected.values()):
+        return Check(
+            name,
+            "FAIL",
+            f"{summary}: no device belongs to a DeviceClass gpu2dra maps to",
+            "check that the NVIDIA DRA driver publishes the GPUs (driver gpu.nvidia.com)",
+            tuple(details + errors),
+        )
+    if errors:
+        return Check(
+            name,
+            "WARN",
+            f"{summary}; a DeviceClass selector fails on {len(errors)} device(s): the scheduler "
+            "aborts allocation on such errors",
+            "fix the DeviceClass selector (guard optional attributes with has() or `in`)",
+            tuple(details + errors),
+        )
+    empty = [c for c, s in selected.items() if not s.selected]
+    if empty:
+        need = mapped_classes(policy)
+        what = "; ".join(f"{c} (for {', '.join(need[c])})" for c in empty)
+        return Check(
+            name,
+            "WARN",
+            f"{summary}; no device for {what}: such pods would stay Pending once translated",
+            "publish such devices (e.g. MIG partitions), or drop the mapping from the policy",
+            tuple(details),
+        )
+    return Check(name, "PASS", summary, details=tuple(details))
+
+
+def _legacy_amounts(node: Obj, policy: Policy) -> dict[str, str]:
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return {
+        r: str(v)
+        for r, v in allocatable.items()
+        if policy.mapping_for(r) is not None and str(v) not in ("0", "")
+    }
+
+
+def check_coexistence(nodes: Listed, slices: Listed, classes: Listed, policy: Policy) -> Check:
+    name = "coexistence"
+    if isinstance(nodes, ReadError):
+        return _unreadable(name, nodes)
+    if isinstance(slices, ReadError):
+        return _unreadable(name, slices)
+    selected = _selected(devices_of(slices), classes, policy)
+    dra: Counter[str] = Counter(
+        d.node for s in selected.values() for d in set(s.selected) if d.node
+    )
+    plugin = {n["metadata"]["name"]: _legacy_amounts(n, policy) for n in nodes}
+    plugin = {n: amounts for n, amounts in plugin.items() if amounts}
+    both = sorted(set(plugin) & set(dra))
+    if both:
+        details = tuple(
+            f"node {n}: {', '.join(f'{r}={v}' for r, v in plugin[n].items())} in allocatable "
+            f"and {dra[n]} DRA device(s)"
+            for n in both
+        )
+        return Check(
+            name,
+            "FAIL",
+            f"{len(both)} node(s) offer the same GPUs twice, through the device plugin and "
+            f"through DRA: {', '.join(both)}",
+            "run one of them per node: remove the device plugin from DRA nodes (GPU Operator: "
+            "label nvidia.com/gpu.deploy.device-plugin=false)",
+            details,
+        )
+    return Check(
+        name,
+        "PASS",
+        f"no node offers GPUs both ways ({len(plugin)} through the device plugin, "
+        f"{len(dra)} through DRA)",
+    )
+
+
+def check_registration(regs: list[Registration] | ReadError) -> Check:
+    name = "webhooks"
+    if isinstance(regs, ReadError):
+        return _unreadable(name, regs)
+    kinds = {r.kind for r in regs}
+    listed = ", ".join(f"{r.kind} {r.name}" for r in regs)
+    missing = [
+        k
+        for k in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        if k not in kinds
+    ]
+    if missing:
+        return Check(
+            name,
+            "FAIL",
+            f"no gpu2dra {' or '.join(missing)}" + (f" (found: {listed})" if listed else ""),
+            "install the chart: helm install gpu2dra charts/gpu2dra -n gpu2dra-system "
+            "--create-namespace",
+        )
+    return Check(name, "PASS", listed)
+
+
+def check_tls(regs: list[Registration] | ReadError, reached: list[Reached]) -> Check:
+    name = "webhook-tls"
+    if isinstance(regs, ReadError):
+        return _unreadable(name, regs)
+    if not regs:
+        return Check(name, "FAIL", "no webhook configuration to check", "install the chart")
+    bad = [r for r in reached if r.problem]
+    if bad:
+        return Check(
+            name,
+            "FAIL",
+            "; ".join(f"{', '.join(r.configurations)} -> {r.endpoint}: {r.problem}" for r in bad)
+            + ": the API server cannot call gpu2dra, so pods are admitted untranslated",
+            "set the webhooks' caBundle to the CA that signed gpu2dra's serving certificate "
+            "(chart value tls.caBundle, or let tls.mode=helm or cert-manager manage both)",
+        )
+    away = [r for r in reached if r.unreachable]
+    if away:
+        return Check(
+            name,
+            "WARN",
+            "; ".join(f"{r.endpoint}: {r.unreachable}" for r in away),
+            "run gpu2dra doctor inside the cluster to verify the caBundle against the server",
+        )
+    endpoints = ", ".join(str(r.endpoint) for r in reached)
+    return Check(name, "PASS", f"the caBundle verifies the serving certificate of {endpoints}")
+
+
+def check_endpoints(
+    regs: list[Registration] | ReadError,
+    ready: dict[tuple[str, str], int | ReadError],
+    reached: list[Reached],
+) -> Check:
+    name = "webhook-service"
+    if isinstance(regs, ReadError):
+        return _unreadable(name, regs)
+    if not regs:
+        return Check(name, "FAIL", "no webhook configuration to check", "install the chart")
+    problems: list[str] = []
+    fine: list[str] = []
+    for (namespace, service), count in sorted(ready.items()):
+        if isinstance(count, ReadError):
+            return _unreadable(name, count)
+        (fine if count else problems).append(
+            f"Service {namespace}/{service}: {count} ready endpoint(s)"
+        )
+    urls = [r for r in reached if not r.endpoint.server_name.endswith(".svc")]
+    for r in urls:
+        text = f"URL {r.endpoint}: " + ("answers TLS" if not r.unreachable else r.unreachable)
+        (problems if r.unreachable else fine).append(text)
+    if problems:
+        return Check(
+            name,
+            "FAIL",
+            "; ".join(problems) + ": the webhook is down (failurePolicy Ignore admits pods "
+            "untranslated)",
+            "kubectl -n <namespace> get pods,endpointslices: start gpu2dra's pods",
+        )
+    return Check(name, "PASS", "; ".join(fine) or "no Service (reached by URL)")
+
+
+def check_namespaces(namespaces: Listed, policy: Policy) -> Check:
+    name = "namespaces"
+    if isinstance(namespaces, ReadError):
+        return _unreadable(name, namespaces)
+    counts: Counter[str] = Counter()
+    for ns in namespaces:
+        if ns["metadata"]["name"] in policy.skip_namespaces:
+            counts["never changed"] += 1
+        else:
+            counts[policy.mode_for(ns["metadata"].get("labels"))] += 1
+    text = ", ".join(f"{counts[m]} {m}" for m in (*MODES, "never changed"))
+    return Check(
+        name,
+        "PASS",
+        f"{text} (label {MODE_LABEL}; default {policy.default_mode})",
+    )
+
+
+def run_checks(facts: Facts, policy: Policy) -> list[Check]:
+    return [
+        check_kubernetes(facts.version, facts.resource_versions),
+        check_device_classes(facts.device_classes, policy),
+        check_slices(facts.slices, facts.device_classes, policy),
+        check_coexistence(facts.nodes, facts.slices, facts.device_classes, policy),
+        check_registration(facts.registrations),
+        check_tls(facts.registrations, facts.tls),
+        check_endpoints(facts.registrations, facts.ready_endpoints, facts.tls),
+        check_namespaces(facts.namespaces, policy),
+    ]

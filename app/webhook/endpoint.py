@@ -1,0 +1,135 @@
+"""POST /mutate and /validate as bare ASGI endpoints: on every GPU pod's create path, so they
+skip the framework's routing, dependency injection and middleware."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, MutableMapping
+from typing import Any
+
+from app.webhook.metrics import Metrics
+from app.webhook.reviews import AdmissionRequest, ReviewError, parse_review, review
+from app.webhook.view import Decision, Verdict, deny
+
+log = logging.getLogger("gpu2dra")
+
+ASGIReceive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+ASGISend = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+_JSON = [(b"content-type", b"application/json")]
+_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
+# Every result an endpoint counts in gpu2dra_requests_total (the README's metrics table).
+RESULTS = ("patched", "audit", "allowed", "denied", "bad-request", "too-large")
+_TRANSLATED = {"patched": "enabled", "audit": "audit"}
+
+
+class TooLarge(Exception):
+    """The body is over the cap."""
+
+
+async def read_body(
+    headers: Iterable[tuple[bytes, bytes]], receive: ASGIReceive, max_body: int
+) -> bytes:
+    """The request body; TooLarge as soon as it is known to be over `max_body` bytes."""
+    for name, value in headers:
+        if name == b"content-length" and value.isdigit() and int(value) > max_body:
+            raise TooLarge
+    chunks, size, more = [], 0, True
+    while more:
+        message = await receive()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > max_body:
+            raise TooLarge
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+async def answer(send: ASGISend, status: int, body: bytes, headers: list[Any] = _TEXT) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def closing(send: ASGISend) -> ASGISend:
+    """`send` with `Connection: close` on the response: the client opens a new connection
+    for its next request, which reaches a replica that is not shutting down. A kept-alive
+    connection would otherwise be cut when this one stops, failing the request sent on it."""
+
+    async def closing_send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            headers = [*message.get("headers", ()), (b"connection", b"close")]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return closing_send
+
+
+class Admission:
+    """One admission endpoint: the review parsed, the verdict decided within the deadline,
+    counted and logged from what it is."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        decide: Callable[[AdmissionRequest], Decision],
+        late: Callable[[AdmissionRequest], Verdict],
+        deadline: float,
+        max_body: int,
+        metrics: Metrics,
+    ) -> None:
+        self.endpoint, self.decide, self.late = endpoint, decide, late
+        self.deadline, self.max_body = deadline, max_body
+        self.latency = metrics.latency.labels(endpoint)
+        self.results = {r: metrics.requests.labels(endpoint, r) for r in RESULTS}
+        self.translated = {r: metrics.translations.labels(m) for r, m in _TRANSLATED.items()}
+
+    async def __call__(
+        self, scope: MutableMapping[str, Any], receive: ASGIReceive, send: ASGISend
+    ) -> None:
+        start = time.perf_counter()
+        try:
+            body = await read_body(scope["headers"], receive, self.max_body)
+        except TooLarge:
+            self.results["too-large"].inc()
+            return await answer(send, 413, f"body over {self.max_body} bytes\n".encode())
+        try:
+            adm = parse_review(body)
+        except ReviewError as err:
+            self.results["bad-request"].inc()
+            return await answer(send, 400, f"{err}\n".encode())
+        try:
+            verdict = self.decide(adm)
+            if isinstance(verdict, Coroutine):  # the API server is asked: bounded
+                try:
+                    async with asyncio.timeout(self.deadline):
+                        verdict = await verdict
+                except TimeoutError:
+                    verdict = self.late(adm)
+        except Exception:
+            log.exception(
+                "%s failed", self.endpoint, extra={"uid": adm["uid"], "endpoint": self.endpoint}
+            )
+            verdict = deny(adm["uid"], "gpu2dra internal error", code=500)
+        await answer(send, 200, review(verdict.response), _JSON)
+        elapsed = time.perf_counter() - start
+        self.results[verdict.result].inc()
+        if (translated := self.translated.get(verdict.result)) is not None:
+            translated.inc()
+        self.latency.observe(elapsed)
+        if verdict.result != "allowed" or "warnings" in verdict.response:
+            log.info(
+                "%s %s",
+                self.endpoint,
+                verdict.result,
+                extra={
+                    "uid": adm["uid"],
+                    "endpoint": self.endpoint,
+                    "result": verdict.result,
+                    "namespace": adm.get("namespace"),
+                    "kind": adm["kind"].get("kind"),
+                    "operation": adm["operation"],
+                    "ms": round(elapsed * 1000, 3),
+                },
+            )
