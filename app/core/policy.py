@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping as AnyMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -42,6 +42,10 @@ mappings:
     selectors:
       - "device.attributes['gpu.nvidia.com'].profile == '{profile}'"
 """
+
+
+# Every default is written once, in the YAML above: a field a policy file leaves out takes it.
+_DEFAULT: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_YAML)
 
 
 class PolicyError(ValueError):
@@ -99,14 +103,7 @@ class Policy:
         return None
 
     def with_skipped(self, *namespaces: str) -> Policy:
-        return Policy(
-            mappings=self.mappings,
-            default_mode=self.default_mode,
-            on_error=self.on_error,
-            keep_node_selectors=self.keep_node_selectors,
-            skip_namespaces=self.skip_namespaces | set(namespaces),
-            device_classes=self.device_classes,
-        )
+        return replace(self, skip_namespaces=self.skip_namespaces | set(namespaces))
 
     def mode_for(self, labels: AnyMapping[str, str] | None) -> Mode:
         """The namespace's mode: its label, else the cluster default. A misspelt label disables."""
@@ -121,8 +118,8 @@ def _expect(cond: bool, where: str, what: str) -> None:
         raise PolicyError(f"{where}: {what}")
 
 
-def _choice(raw: AnyMapping[str, Any], key: str, choices: tuple[str, ...], default: str) -> str:
-    value = raw.get(key, default)
+def _choice(raw: AnyMapping[str, Any], key: str, choices: tuple[str, ...]) -> str:
+    value = raw.get(key, _DEFAULT[key])
     _expect(value in choices, key, f"must be one of {', '.join(choices)}, not {value!r}")
     return str(value)
 
@@ -147,8 +144,13 @@ def _mapping(resource: Any, raw: Any) -> ResourceMapping:
         "`*` may only end the resource name",
     )
     default_labels = "mig" if resource.endswith("*") else "gpu"
-    node_labels = _choice(raw, "nodeLabels", get_args(NodeLabels), default_labels)
-    return ResourceMapping(resource, device_class, tuple(selectors), node_labels)  # type: ignore[arg-type]
+    node_labels = raw.get("nodeLabels", default_labels)
+    _expect(
+        node_labels in get_args(NodeLabels),
+        f"{where}.nodeLabels",
+        f"must be one of {', '.join(get_args(NodeLabels))}, not {node_labels!r}",
+    )
+    return ResourceMapping(resource, device_class, tuple(selectors), node_labels)
 
 
 _KEYS = {
@@ -167,17 +169,17 @@ def parse_policy(raw: Any) -> Policy:
     _expect(not unknown, "policy", f"unknown field(s): {', '.join(sorted(unknown))}")
     # A field left out takes the embedded default, mappings too: a file that only says
     # `defaultMode: enabled` still translates nvidia.com/gpu.
-    mappings = raw.get("mappings", _DEFAULT_MAPPINGS)
+    mappings = raw.get("mappings", _DEFAULT["mappings"])
     _expect(isinstance(mappings, dict), "mappings", "must be a map of resource name to mapping")
-    keep = raw.get("keepNodeSelectors", False)
+    keep = raw.get("keepNodeSelectors", _DEFAULT["keepNodeSelectors"])
     _expect(isinstance(keep, bool), "keepNodeSelectors", "must be true or false")
-    skip = raw.get("skipNamespaces", ["kube-system"])
+    skip = raw.get("skipNamespaces", _DEFAULT["skipNamespaces"])
     _expect(
         isinstance(skip, list) and all(isinstance(n, str) for n in skip),
         "skipNamespaces",
         "must be a list of namespace names",
     )
-    classes = raw.get("deviceClasses", ["gpu.nvidia.com", "mig.nvidia.com"])
+    classes = raw.get("deviceClasses", _DEFAULT["deviceClasses"])
     _expect(
         isinstance(classes, list) and all(isinstance(c, str) and c for c in classes),
         "deviceClasses",
@@ -185,21 +187,18 @@ def parse_policy(raw: Any) -> Policy:
     )
     return Policy(
         mappings=tuple(_mapping(k, v) for k, v in mappings.items()),
-        default_mode=_choice(raw, "defaultMode", MODES, "disabled"),  # type: ignore[arg-type]
-        on_error=_choice(raw, "onError", ("allow", "deny"), "allow"),  # type: ignore[arg-type]
+        default_mode=_choice(raw, "defaultMode", MODES),  # type: ignore[arg-type]
+        on_error=_choice(raw, "onError", get_args(OnError)),  # type: ignore[arg-type]
         keep_node_selectors=keep,
         skip_namespaces=frozenset(skip),
         device_classes=tuple(classes),
     )
 
 
-_DEFAULT_MAPPINGS = yaml.safe_load(DEFAULT_POLICY_YAML)["mappings"]
-
-
 def load_policy(path: Path | None) -> Policy:
     """The policy in `path`, or the embedded default when no path is given."""
     if path is None:
-        return parse_policy(yaml.safe_load(DEFAULT_POLICY_YAML))
+        return parse_policy(_DEFAULT)
     try:
         text = path.read_text()
     except OSError as err:

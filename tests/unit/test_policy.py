@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.core.policy import PolicyError, load_policy, parse_policy
+from app.core.policy import Policy, PolicyError, load_policy, parse_policy
 
 
 def test_embedded_default() -> None:
@@ -78,3 +78,14 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     bad.write_text("a: [")
     with pytest.raises(PolicyError, match="not valid YAML"):
         load_policy(bad)
+
+
+def test_every_default_is_written_once(tmp_path: Path) -> None:
+    """An empty policy file, a map with no fields and the dataclass's own defaults are all
+    the embedded default."""
+    embedded = load_policy(None)
+    empty = tmp_path / "policy.yaml"
+    empty.write_text("{}\n")
+    assert load_policy(empty) == embedded
+    assert parse_policy({}) == embedded
+    assert Policy(mappings=embedded.mappings) == embedded
