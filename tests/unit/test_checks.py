@@ -1,0 +1,176 @@
+"""Every `doctor` check as a pure function of what was read: tables of facts -> verdict.
+
+The same checks run on the real control plane in tests/e2e/test_doctor.py; here each branch
+is reached without one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.core.policy import load_policy
+from app.troubleshoot.checks import (
+    NotServed,
+    Reached,
+    check_coexistence,
+    check_device_classes,
+    check_endpoints,
+    check_registration,
+    check_slices,
+    check_tls,
+)
+from app.troubleshoot.client import ReadError
+from app.troubleshoot.registrations import Endpoint, Registration
+from tests.e2e.fixtures import device_class, gpu_devices, gpu_resource_slice
+
+POLICY = load_policy(None)
+CLASSES = [device_class("gpu.nvidia.com", "gpu"), device_class("mig.nvidia.com", "mig")]
+MUTATING = Registration("MutatingWebhookConfiguration", "gpu2dra", ())
+VALIDATING = Registration("ValidatingWebhookConfiguration", "gpu2dra", ())
+SVC = Endpoint("gpu2dra.gpu2dra-system.svc", 443, "gpu2dra.gpu2dra-system.svc")
+URL = Endpoint("10.0.0.5", 8443, "10.0.0.5")
+
+
+def slices(*nodes: str, mig: dict[int, list[str]] | None = None) -> list[dict[str, Any]]:
+    return [gpu_resource_slice(n, gpu_devices(n, gpus=2, mig=mig)) for n in nodes]
+
+
+def node(name: str, **allocatable: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": {"allocatable": allocatable}}
+
+
+def served(name: str, ext: str) -> dict[str, Any]:
+    cls = device_class(name, "gpu")
+    return {**cls, "spec": {**cls["spec"], "extendedResourceName": ext}}
+
+
+FORBIDDEN = ReadError("GET /apis/resource.k8s.io/v1/deviceclasses: 403 forbidden")
+
+
+@pytest.mark.parametrize(
+    ("classes", "status", "says"),
+    [
+        (CLASSES, "PASS", "2 DeviceClass(es): gpu.nvidia.com, mig.nvidia.com; every mapped"),
+        (CLASSES[:1], "FAIL", "missing mig.nvidia.com (for nvidia.com/mig-*)"),
+        ([], "FAIL", "0 DeviceClass(es): none; missing gpu.nvidia.com (for nvidia.com/gpu)"),
+        (
+            [served("gpu.nvidia.com", "nvidia.com/gpu"), CLASSES[1]],
+            "WARN",
+            "extendedResourceName: gpu.nvidia.com serves nvidia.com/gpu",
+        ),
+        ([*CLASSES, served("other", "example.com/fpga")], "PASS", "every mapped class exists"),
+        (FORBIDDEN, "WARN", "cannot read: GET /apis/resource.k8s.io/v1/deviceclasses"),
+        (NotServed("resource.k8s.io/v1 is not served"), "WARN", "not checked"),
+    ],
+)
+def test_device_classes(classes: Any, status: str, says: str) -> None:
+    check = check_device_classes(classes, POLICY)
+    assert check.status == status
+    assert says in check.summary
+
+
+@pytest.mark.parametrize(
+    ("published", "classes", "status", "says"),
+    [
+        ([], CLASSES, "FAIL", "no ResourceSlice publishes a device"),
+        (slices("a"), CLASSES, "WARN", "no device for mig.nvidia.com (for nvidia.com/mig-*)"),
+        (
+            slices("a", mig={1: ["3g.20gb", "1g.5gb"]}),
+            CLASSES,
+            "PASS",
+            "3 device(s) in 1 pool(s); gpu.nvidia.com selects 1, mig.nvidia.com selects 2",
+        ),
+        (
+            slices("a"),
+            [device_class("gpu.nvidia.com", "vfio"), device_class("mig.nvidia.com", "vfio")],
+            "FAIL",
+            "no device belongs to a DeviceClass gpu2dra maps to",
+        ),
+        (FORBIDDEN, CLASSES, "WARN", "cannot read"),
+    ],
+)
+def test_slices(published: Any, classes: Any, status: str, says: str) -> None:
+    check = check_slices(published, classes, POLICY)
+    assert check.status == status
+    assert says in check.summary
+
+
+def test_slices_a_failing_class_selector_is_a_warning_naming_the_device() -> None:
+    broken = device_class("gpu.nvidia.com", "gpu")
+    broken["spec"]["selectors"] = [{"cel": {"expression": "device.attributes['x.com'].y == 1"}}]
+    check = check_slices(slices("a", mig={1: ["7g.40gb"]}), [broken, CLASSES[1]], POLICY)
+    assert check.status == "WARN"
+    assert "a DeviceClass selector fails on 2 device(s)" in check.summary
+    assert any("no such key" in line for line in check.details)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "status", "says"),
+    [
+        ([node("a"), node("b", **{"nvidia.com/gpu": "8"})], "PASS", "(1 through the device"),
+        ([node("a", **{"nvidia.com/gpu": "0"})], "PASS", "(0 through the device plugin, 1"),
+        ([node("a", **{"nvidia.com/gpu": "2"})], "FAIL", "offer the same GPUs twice"),
+        (ReadError("GET /api/v1/nodes: 403 forbidden"), "WARN", "cannot read"),
+    ],
+)
+def test_coexistence(nodes: Any, status: str, says: str) -> None:
+    check = check_coexistence(nodes, slices("a"), CLASSES, POLICY)
+    assert check.status == status
+    assert says in check.summary
+
+
+@pytest.mark.parametrize(
+    ("regs", "status", "says"),
+    [
+        ([MUTATING, VALIDATING], "PASS", "MutatingWebhookConfiguration gpu2dra, Validating"),
+        ([MUTATING], "FAIL", "no gpu2dra ValidatingWebhookConfiguration (found: Mutating"),
+        ([], "FAIL", "no gpu2dra MutatingWebhookConfiguration or ValidatingWebhook"),
+        (ReadError("403"), "WARN", "cannot read: 403"),
+    ],
+)
+def test_registration(regs: Any, status: str, says: str) -> None:
+    check = check_registration(regs)
+    assert check.status == status
+    assert says in check.summary
+
+
+@pytest.mark.parametrize(
+    ("reached", "status", "says"),
+    [
+        ([Reached(SVC, ("gpu2dra",), None)], "PASS", "verifies the serving certificate"),
+        (
+            [Reached(SVC, ("gpu2dra",), "the serving certificate does not verify: expired")],
+            "FAIL",
+            "gpu2dra -> gpu2dra.gpu2dra-system.svc:443: the serving certificate does not",
+        ),
+        ([Reached(SVC, ("gpu2dra",), None, "cannot reach it")], "WARN", "cannot reach it"),
+    ],
+)
+def test_tls(reached: list[Reached], status: str, says: str) -> None:
+    check = check_tls([MUTATING, VALIDATING], reached)
+    assert check.status == status
+    assert says in check.summary
+
+
+def test_tls_and_service_without_registrations_fail() -> None:
+    assert check_tls([], []).status == "FAIL"
+    assert check_endpoints([], {}, []).status == "FAIL"
+
+
+@pytest.mark.parametrize(
+    ("ready", "reached", "status", "says"),
+    [
+        ({("gpu2dra-system", "gpu2dra"): 2}, [], "PASS", "2 ready endpoint(s)"),
+        ({("gpu2dra-system", "gpu2dra"): 0}, [], "FAIL", "0 ready endpoint(s): the webhook"),
+        ({("gpu2dra-system", "gpu2dra"): ReadError("403")}, [], "WARN", "cannot read: 403"),
+        ({}, [Reached(URL, ("gpu2dra",), None)], "PASS", "URL 10.0.0.5:8443: answers TLS"),
+        ({}, [Reached(URL, ("gpu2dra",), None, "refused")], "FAIL", "URL 10.0.0.5:8443: refused"),
+        ({}, [], "PASS", "no Service (reached by URL)"),
+    ],
+)
+def test_endpoints(ready: Any, reached: list[Reached], status: str, says: str) -> None:
+    check = check_endpoints([MUTATING, VALIDATING], ready, reached)
+    assert check.status == status
+    assert says in check.summary
