@@ -118,8 +118,14 @@ class Admission:
         if (translated := self.translated.get(verdict.result)) is not None:
             translated.inc()
         self.latency.observe(elapsed)
-        if verdict.result != "allowed" or "warnings" in verdict.response:
-            log.info(
+        # Notable answers at info; a routine patch or allow (the metrics count those, and the
+        # API server's audit log records every patch) at debug, so its cost is only paid when
+        # asked for: building a log record is a third of a remembered pod's answer.
+        routine = verdict.result in ("patched", "allowed") and "warnings" not in verdict.response
+        level = logging.DEBUG if routine else logging.INFO
+        if log.isEnabledFor(level):
+            log.log(
+                level,
                 "%s %s",
                 self.endpoint,
                 verdict.result,

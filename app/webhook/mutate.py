@@ -7,7 +7,8 @@ mode and the tests.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -79,7 +80,8 @@ class Outcome(NamedTuple):
     warnings: tuple[str, ...]
     templates: tuple[Obj, ...]
     patch: str  # base64 JSON patch of the touched subtrees; "" when nothing changes
-    summary: str  # what the patch does, in words
+    # What the patch does, in words: audit mode's; worked out once, when first asked for.
+    summary: Callable[[], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +110,9 @@ class Mutator:
         if not outcome.patch:
             return allow(uid, outcome.warnings)
         if mode == "audit":
-            warnings = [f"gpu2dra audit: would {outcome.summary}", *outcome.warnings]
-            annotations = {AUDIT_ANNOTATION: outcome.summary[:2000]}
+            summary = outcome.summary()
+            warnings = [f"gpu2dra audit: would {summary}", *outcome.warnings]
+            annotations = {AUDIT_ANNOTATION: summary[:2000]}
             return Verdict("audit", allowed(uid, warnings, auditAnnotations=annotations))
         answer = Verdict("patched", patched(uid, outcome.patch, outcome.warnings))
         if request.get("dryRun") or cluster.has_templates(namespace, outcome.templates):
@@ -134,13 +137,14 @@ class Mutator:
     def _translate(self, spec: Obj, catalog: Catalog) -> Outcome:
         t = translate(spec, self.policy, catalog)
         if not t.changed:
-            return Outcome(catalog, t.warnings, t.templates, "", "")
+            return Outcome(catalog, t.warnings, t.templates, "", str)
         try:
             patch = encode_patch(patch_ops(spec, t))
         except TypeError:  # orjson's: only a spec not read from JSON can hold such a value
             why = "the pod spec holds a value JSON cannot carry; pod left as is"
-            return Outcome(catalog, (*t.warnings, why), (), "", "")
-        return Outcome(catalog, t.warnings, t.templates, patch, describe(spec, t))
+            return Outcome(catalog, (*t.warnings, why), (), "", str)
+        summary = functools.cache(functools.partial(describe, spec, t))
+        return Outcome(catalog, t.warnings, t.templates, patch, summary)
 
     async def _after_templates(
         self, answer: Verdict, namespace: str, outcome: Outcome, cluster: ClusterView

@@ -33,10 +33,10 @@ def _server(config: Any, drain_seconds: float) -> Any:
             loop = asyncio.get_running_loop()
 
             def stop(sig: signal.Signals) -> None:
-                if config.app.state.draining or not drain_seconds:
+                if config.app.draining or not drain_seconds:
                     self.handle_exit(sig, None)
                     return
-                config.app.state.draining = True
+                config.app.draining = True
                 loop.call_later(drain_seconds, self.handle_exit, sig, None)
 
             for sig in (signal.SIGINT, signal.SIGTERM):

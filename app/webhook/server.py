@@ -84,15 +84,15 @@ ClusterDep = Annotated[Cluster, Depends(get_cluster)]
 
 class App(FastAPI):
     admission: dict[str, Admission]
+    draining = False  # set on SIGTERM: not ready, and every answer closes its connection
 
     async def __call__(
         self, scope: MutableMapping[str, Any], receive: ASGIReceive, send: ASGISend
     ) -> None:
-        if scope["type"] == "http" and self.state.draining:
-            send = closing(send)
-        if scope["type"] == "http" and scope["method"] == "POST":
-            endpoint = self.admission.get(scope["path"])
-            if endpoint is not None:
+        if scope["type"] == "http":
+            if self.draining:
+                send = closing(send)
+            if scope["method"] == "POST" and (endpoint := self.admission.get(scope["path"])):
                 return await endpoint(scope, receive, send)
         await super().__call__(scope, receive, send)
 
@@ -113,7 +113,7 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
         app.state.cluster.stop()
 
     app = App(title="gpu2dra", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.settings, app.state.metrics, app.state.draining = settings, metrics, False
+    app.state.settings, app.state.metrics = settings, metrics
 
     def mutate(adm: AdmissionRequest) -> Decision:
         return mutator(adm, app.state.cluster)
@@ -163,8 +163,8 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
         return PlainTextResponse("ok\n")
 
     @app.get("/readyz")
-    async def readyz(request: Request, cluster: ClusterDep) -> PlainTextResponse:
-        if request.app.state.draining:
+    async def readyz(cluster: ClusterDep) -> PlainTextResponse:
+        if app.draining:
             return PlainTextResponse("shutting down\n", status_code=503)
         if not cluster.ready:
             return PlainTextResponse("caches not synced\n", status_code=503)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -59,6 +60,37 @@ def test_mutate_round_trip(client: TestClient, cluster: FakeCluster) -> None:
     assert body["response"]["uid"] == "abc" and body["response"]["allowed"] is True
     assert body["response"]["patchType"] == "JSONPatch"
     assert len(cluster.created) == 1
+
+
+def test_routine_answers_log_at_debug_and_notable_ones_at_info(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "gpu2dra")
+    assert "patch" in client.post("/mutate", content=review_body(POD)).json()["response"]
+
+    def ours() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.name == "gpu2dra"]
+
+    assert not ours()  # a translated pod without warnings: the metrics count it
+    missing = {**POD, "metadata": {"name": "q"}}
+    tpl = {
+        "metadata": {"name": "t"},
+        "spec": {
+            "spec": {
+                "devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "missing"}}]}
+            }
+        },
+    }
+    client.post(
+        "/validate", content=review_body(tpl, kind="ResourceClaimTemplate", group="resource.k8s.io")
+    )
+    (record,) = ours()
+    assert record.getMessage() == "validate denied" and record.levelno == logging.INFO
+    caplog.clear()
+    caplog.set_level(logging.DEBUG, "gpu2dra")
+    client.post("/mutate", content=review_body(missing))
+    (record,) = ours()
+    assert (record.getMessage(), record.levelno) == ("mutate patched", logging.DEBUG)
 
 
 def test_validate_round_trip(client: TestClient) -> None:
@@ -220,14 +252,14 @@ def test_health_ready_and_metrics(client: TestClient, cluster: FakeCluster) -> N
 
 
 def test_draining_is_not_ready(client: TestClient) -> None:
-    client.app.state.draining = True  # type: ignore[attr-defined]
+    client.app.draining = True  # type: ignore[attr-defined]
     response = client.get("/readyz")
     assert (response.status_code, response.text) == (503, "shutting down\n")
 
 
 def test_draining_closes_each_connection_after_its_answer(client: TestClient) -> None:
     assert "connection" not in client.post("/mutate", content=review_body(POD)).headers
-    client.app.state.draining = True  # type: ignore[attr-defined]
+    client.app.draining = True  # type: ignore[attr-defined]
     for response in (client.post("/mutate", content=review_body(POD)), client.get("/healthz")):
         assert response.status_code == 200 and response.headers["connection"] == "close"
 
