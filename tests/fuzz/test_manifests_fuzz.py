@@ -86,6 +86,7 @@ def outcome(status: int, result: Any) -> str:
 # ---- the corpus --------------------------------------------------------------------------
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("path", corpus("translate"), ids=lambda p: p.name)
 def test_corpus_translate(client: TestClient, path: Path) -> None:
     body = path.read_bytes()
@@ -223,6 +224,7 @@ def test_there_are_bombs() -> None:
     assert len(BOMBS) >= 4
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("path", BOMBS, ids=lambda p: p.name)
 def test_bombs_are_refused_quickly(client: TestClient, path: Path) -> None:
     start = time.perf_counter()
@@ -232,6 +234,7 @@ def test_bombs_are_refused_quickly(client: TestClient, path: Path) -> None:
     assert "YAML aliases" in response.text, response.text
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("levels", [66, 999, 5_000])
 def test_deep_streams_with_anchors_are_refused_quickly(client: TestClient, levels: int) -> None:
     """An anchor sends the stream through PyYAML's pure-Python scanner, quadratic in the
@@ -244,6 +247,7 @@ def test_deep_streams_with_anchors_are_refused_quickly(client: TestClient, level
     assert "nest" in response.text, response.text
 
 
+@pytest.mark.timing
 def test_oversized_bodies_are_413(client: TestClient) -> None:
     """Over the cap by Content-Length, and (chunked, no length) while it is being read."""
     big = b"# " + b"x" * (7 * MiB)
@@ -288,6 +292,7 @@ def run_cli(*args: str, stdin: Any = subprocess.DEVNULL) -> tuple[int, str, floa
     return done.returncode, err, seconds, int(peak) * 1024
 
 
+@pytest.mark.timing
 def test_cli_bombs_and_endless_input_within_bounds() -> None:
     """Bombs fail as fast as a small manifest is translated and grow the process no more than
     that does; endless input stops at the cap (64 MiB), as one line on stderr."""

@@ -503,6 +503,7 @@ BIG_PODS: dict[str, Obj] = {
 }
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("name", BIG_PODS)
 def test_big_pods(clients: dict[str, TestClient], name: str) -> None:
     """Within the webhook's deadline (3 s, in which CPU-bound work cannot be interrupted),

@@ -131,6 +131,7 @@ def assert_alive_and_answering(server: Server) -> None:
     assert "Traceback" not in log and "internal error" not in log, log[-3000:]
 
 
+@pytest.mark.timing
 def test_bombs_and_oversized_bodies_in_bounded_time_and_memory(server: Server) -> None:
     """First, while the process is fresh: its peak RSS must hardly move."""
     before = server.peak_rss()
@@ -159,6 +160,7 @@ def test_bombs_and_oversized_bodies_in_bounded_time_and_memory(server: Server) -
     assert_alive_and_answering(server)
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("endpoint", ["mutate", "validate", "translate"])
 def test_corpus_over_https(server: Server, endpoint: str) -> None:
     for path in corpus(endpoint):
@@ -180,6 +182,7 @@ def test_corpus_over_https(server: Server, endpoint: str) -> None:
     assert_alive_and_answering(server)
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("name", BIG_PODS)
 def test_big_pods_over_https(server: Server, name: str) -> None:
     """Each within the 3 s admission deadline (the chart's timeoutSeconds is 5)."""
@@ -203,6 +206,7 @@ def big_manifest(containers: int) -> bytes:
     return f"kind: List\nitems:\n{pods}".encode()
 
 
+@pytest.mark.timing
 def test_translate_does_not_stall_the_worker(server: Server) -> None:
     # Large enough to take a while even with libyaml; the work runs off the event loop.
     manifest = big_manifest(30_000)

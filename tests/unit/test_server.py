@@ -282,6 +282,7 @@ class SlowCluster(FakeCluster):
         await asyncio.sleep(10)
 
 
+@pytest.mark.timing
 def test_every_answer_comes_within_the_deadline() -> None:
     cluster = SlowCluster(labels={"ml": {"gpu2dra.io/migration": "enabled"}})
     settings = Settings(policy=load_policy(None), deadline=0.2)
