@@ -15,6 +15,9 @@ OnError = Literal["allow", "deny"]
 # "gpu" devices are whole GPUs (product, family, memory); "mig" devices are slices of a GPU
 # (they carry the parent's product and family, but their memory is the slice's); "none".
 NodeLabels = Literal["gpu", "mig", "none"]
+# Where a DeviceClass serves the resource in-tree (extendedResourceName, KEP-5004): leave the
+# pods that gain nothing from translation to it, or translate every pod as elsewhere.
+InTree = Literal["defer", "translate"]
 
 MODE_LABEL = "gpu2dra.io/migration"
 SKIP_ANNOTATION = "gpu2dra.io/skip"
@@ -31,9 +34,14 @@ keepNodeSelectors: false
 skipNamespaces: [kube-system]
 # The DeviceClasses assumed to exist when gpu2dra runs without a cluster (offline mode).
 deviceClasses: [gpu.nvidia.com, mig.nvidia.com]
+# Each mapping's inTree says what to do where a DeviceClass also serves its resource in-tree
+# (extendedResourceName, Kubernetes 1.36+): defer leaves a pod that gains nothing from
+# translation (whole devices, no GFD node terms, no init container asking) to the scheduler;
+# translate translates every pod.
 mappings:
   nvidia.com/gpu:
     deviceClassName: gpu.nvidia.com
+    inTree: defer
   # Mixed-strategy MIG: `*` is the MIG profile as the device plugin spells it (mig-1g.10gb.me),
   # `{profile}` the same profile as the DRA driver spells it (1g.10gb+me).
   nvidia.com/mig-*:
@@ -60,6 +68,7 @@ class ResourceMapping:
     device_class: str
     selectors: tuple[str, ...] = ()
     node_labels: NodeLabels = "gpu"
+    in_tree: InTree = "defer"
 
     @property
     def is_pattern(self) -> bool:
@@ -128,7 +137,7 @@ def _mapping(resource: Any, raw: Any) -> ResourceMapping:
     where = f"mappings[{resource!r}]"
     _expect(isinstance(resource, str) and "/" in resource, where, "key must be a resource name")
     _expect(isinstance(raw, dict), where, "must be a map")
-    unknown = set(raw) - {"deviceClassName", "selectors", "nodeLabels"}
+    unknown = set(raw) - {"deviceClassName", "selectors", "nodeLabels", "inTree"}
     _expect(not unknown, where, f"unknown field(s): {', '.join(sorted(unknown))}")
     device_class = raw.get("deviceClassName")
     _expect(isinstance(device_class, str) and bool(device_class), where, "needs deviceClassName")
@@ -150,7 +159,13 @@ def _mapping(resource: Any, raw: Any) -> ResourceMapping:
         f"{where}.nodeLabels",
         f"must be one of {', '.join(get_args(NodeLabels))}, not {node_labels!r}",
     )
-    return ResourceMapping(resource, device_class, tuple(selectors), node_labels)
+    in_tree = raw.get("inTree", "defer")
+    _expect(
+        in_tree in get_args(InTree),
+        f"{where}.inTree",
+        f"must be one of {', '.join(get_args(InTree))}, not {in_tree!r}",
+    )
+    return ResourceMapping(resource, device_class, tuple(selectors), node_labels, in_tree)
 
 
 _KEYS = {

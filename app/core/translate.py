@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from app.core.catalog import Catalog
 from app.core.gfd import NO_SELECTION, REMOVE, select_devices
+from app.core.intree import defer_reason
 from app.core.kube import Obj
 from app.core.names import claim_name, request_name
 from app.core.policy import Policy
@@ -32,6 +33,7 @@ class Translation(NamedTuple):
     templates: tuple[Obj, ...]
     warnings: tuple[str, ...]
     touched: tuple[Path, ...]  # what changed under the spec, for deriving a patch
+    in_tree: str = ""  # why the pod is left to the in-tree extended-resource path, if it is
 
     @property
     def changed(self) -> bool:
@@ -53,7 +55,9 @@ class _Claim:
         return self.template["metadata"]["name"]  # type: ignore[no-any-return]
 
 
-Shape = tuple[str, tuple[str, ...]]  # DeviceClass and selectors: what makes claims reusable
+# What an init container can reuse of an app container's claims: the same resource (the device
+# plugin hands devices on within one resource only), DeviceClass and selectors.
+Shape = tuple[str, str, tuple[str, ...]]
 
 
 def _cover(need: int, by_count: dict[int, list[_Claim]], exclude: list[str]) -> list[_Claim] | None:
@@ -175,12 +179,6 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
             "still schedule through the device plugin"
         )
         return _unchanged(spec, warnings)
-    for resource in sorted({lg.resource for lg in used}):
-        if owners := catalog.serving_extended_resource(resource):
-            warnings.append(
-                f"DeviceClass {', '.join(owners)} also serves {resource} as an extended "
-                "resource (KEP-5004): pods gpu2dra skips get DRA devices too; pick one owner"
-            )
 
     selection = NO_SELECTION
     if used:
@@ -189,6 +187,10 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
         if selection.invalid:
             warnings.append(f"{selection.invalid[0]} (the apiserver rejects it); pod left as is")
             return _unchanged(spec, warnings)
+        asked = [(field, c, lgs) for (field, _), (c, lgs) in legacy.items()]
+        node_terms = any(selection.selectors.values())
+        if native := defer_reason(asked, node_terms, catalog):
+            return _unchanged(spec, warnings)._replace(in_tree=native)
         warnings.extend(selection.warnings)
 
     def device_request(lg: LegacyRequest) -> DeviceRequest:
@@ -209,7 +211,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
             if not lg.devices:
                 continue
             req = device_request(lg)
-            shape = (req.device_class, req.selectors)
+            shape = (lg.resource, req.device_class, req.selectors)
             if is_regular_init(field, container):
                 # `names`: each device of the container counts once
                 if (cover := _cover(req.devices, app_claims.get(shape, {}), names)) is not None:

@@ -139,6 +139,9 @@ def _translate_spec(
 ) -> Obj:
     t = translate(spec, policy, catalog)
     result.notes.extend(where._replace(text=w) for w in t.warnings)
+    if t.in_tree:
+        text = f"left to the in-tree extended-resource path: {t.in_tree}"
+        result.notes.append(where._replace(text=text))
     if not t.changed:
         return spec
     if mode == "audit":

@@ -82,6 +82,7 @@ class Outcome(NamedTuple):
     patch: str  # base64 JSON patch of the touched subtrees; "" when nothing changes
     # What the patch does, in words: audit mode's; worked out once, when first asked for.
     summary: Callable[[], str]
+    in_tree: str = ""  # why the in-tree extended-resource path serves it instead
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,9 @@ class Mutator:
             return allow(uid)
         outcome = self.outcome(spec, cluster.catalog)
         if not outcome.patch:
+            if mode == "audit" and outcome.in_tree:
+                why = f"gpu2dra audit: would leave it to the in-tree path ({outcome.in_tree})"
+                return allow(uid, [why, *outcome.warnings])
             return allow(uid, outcome.warnings)
         if mode == "audit":
             summary = outcome.summary()
@@ -137,7 +141,7 @@ class Mutator:
     def _translate(self, spec: Obj, catalog: Catalog) -> Outcome:
         t = translate(spec, self.policy, catalog)
         if not t.changed:
-            return Outcome(catalog, t.warnings, t.templates, "", str)
+            return Outcome(catalog, t.warnings, t.templates, "", str, t.in_tree)
         try:
             patch = encode_patch(patch_ops(spec, t))
         except TypeError:  # orjson's: only a spec not read from JSON can hold such a value

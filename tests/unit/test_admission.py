@@ -374,3 +374,23 @@ def test_the_memo_is_bounded(policy: Policy, catalog: Catalog) -> None:
     for n in range(MEMO_SIZE + 5):
         mutator.outcome({"containers": [container(f"c{n}", gpu(1))]}, catalog)
     assert len(mutator._memo) == MEMO_SIZE
+
+
+def test_audit_says_which_path_a_pod_would_take() -> None:
+    served = Catalog.from_objects(
+        [
+            {
+                "metadata": {"name": "gpu.nvidia.com"},
+                "spec": {"extendedResourceName": "nvidia.com/gpu"},
+            }
+        ]
+    )
+    cluster = FakeCluster(catalog=served, labels={"ml": {"gpu2dra.io/migration": "audit"}})
+    response = run(Mutator(load_policy(None))(request(pod()), cluster))
+    assert response["allowed"] and "patch" not in response and "auditAnnotations" not in response
+    assert response["warnings"] == [
+        "gpu2dra audit: would leave it to the in-tree path (nvidia.com/gpu is served in-tree "
+        "by DeviceClass gpu.nvidia.com)"
+    ]
+    cluster.labels["ml"]["gpu2dra.io/migration"] = "enabled"
+    assert run(Mutator(load_policy(None))(request(pod()), cluster)) == {"uid": "u", "allowed": True}

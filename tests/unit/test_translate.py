@@ -534,12 +534,65 @@ def test_missing_device_class_leaves_the_pod(policy: Policy) -> None:
     )
 
 
-def test_device_class_serving_the_extended_resource_warns(policy: Policy) -> None:
-    served = {"metadata": {"name": GPU}, "spec": {"extendedResourceName": "nvidia.com/gpu"}}
-    catalog = Catalog.from_objects([served])
-    result = translate({"containers": [container("a", gpu(1))]}, policy, catalog)
-    assert result.changed
-    assert any("gpu.nvidia.com also serves nvidia.com/gpu" in w for w in result.warnings)
+SERVED = Catalog.from_objects(
+    [
+        {"metadata": {"name": GPU}, "spec": {"extendedResourceName": "nvidia.com/gpu"}},
+        {"metadata": {"name": MIG}},
+    ]
+)
+A100_NODE = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "in_tree", "deferred"),
+    [
+        ({"containers": [container("a", gpu(2))]}, "defer", True),
+        ({"containers": [container("a", gpu(1)), container("b", gpu(1))]}, "defer", True),
+        ({"containers": [container("a", gpu(1))]}, "translate", False),
+        ({**A100_NODE, "containers": [container("a", gpu(1))]}, "defer", False),
+        (
+            {"initContainers": [container("i", gpu(1))], "containers": [container("a", gpu(1))]},
+            "defer",
+            False,
+        ),
+        (
+            {
+                "initContainers": [container("s", gpu(1), restartPolicy="Always")],
+                "containers": [container("a", gpu(1))],
+            },
+            "defer",
+            True,
+        ),
+        (
+            {"containers": [container("a", gpu(1)), container("m", {"nvidia.com/mig-1g.5gb": 1})]},
+            "defer",
+            False,
+        ),
+        ({"containers": [container("a", gpu(0))]}, "defer", False),
+    ],
+    ids=[
+        "whole GPUs",
+        "two containers",
+        "the mapping says translate",
+        "GFD node terms",
+        "a regular init container",
+        "a sidecar",
+        "MIG not served in-tree",
+        "zero GPUs",
+    ],
+)
+def test_in_tree_path(spec: Obj, in_tree: str, deferred: bool) -> None:
+    """Where a DeviceClass serves nvidia.com/gpu in-tree, a pod that gains nothing from
+    translation is left to the scheduler; every other pod is translated as elsewhere, and
+    no pod ever gets a warning about two owners."""
+    raw = _default_raw()
+    raw["mappings"]["nvidia.com/gpu"]["inTree"] = in_tree
+    result = translate(spec, parse_policy(raw), SERVED)
+    assert (result.in_tree != "", result.changed) == (deferred, not deferred)
+    if deferred:
+        assert result.spec is spec and not result.warnings
+        assert result.in_tree == "nvidia.com/gpu is served in-tree by DeviceClass gpu.nvidia.com"
+    assert not any("owner" in w for w in result.warnings)
 
 
 def test_keep_node_selectors(catalog: Catalog) -> None:
