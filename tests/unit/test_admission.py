@@ -352,7 +352,7 @@ def test_a_remembered_outcome_is_the_fresh_one(spec: Obj, other: Obj) -> None:
     memo.outcome(spec, catalog)
     for later in (_replica(spec, 1), other):
         kept, fresh = memo.outcome(later, catalog), Mutator(policy).outcome(later, catalog)
-        assert kept[:-1] == fresh[:-1]
+        assert kept._replace(summary=str) == fresh._replace(summary=str)
         assert kept.summary() == fresh.summary()
 
 
