@@ -113,6 +113,16 @@ def _parser() -> argparse.ArgumentParser:
     scope.add_argument("-A", "--all-namespaces", action="store_true")
     scope.add_argument("-n", "--namespace")
     report.add_argument("-o", "--output", choices=("table", "json", "csv"), default="table")
+    classes = sub.add_parser(
+        "deviceclasses",
+        parents=[cluster],
+        help="print a DeviceClass per MIG profile, for the in-tree path (YAML)",
+    )
+    classes.add_argument(
+        "--profiles",
+        help="comma-separated MIG profiles (1g.10gb,1g.10gb+me) instead of the "
+        "cluster's ResourceSlices",
+    )
     return parser
 
 
@@ -203,6 +213,15 @@ def _report(args: argparse.Namespace) -> int:
     return report.main(args)
 
 
+def _deviceclasses(args: argparse.Namespace) -> int:
+    from app.troubleshoot import deviceclasses
+
+    try:
+        return deviceclasses.main(args)
+    except ValueError as err:
+        raise PolicyError(f"--profiles: {err}") from None
+
+
 # Imported when run: `translate` does not pay for the kubernetes client, nor `doctor` for uvicorn.
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
@@ -211,6 +230,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "doctor": _doctor,
     "explain": _explain,
     "report": _report,
+    "deviceclasses": _deviceclasses,
 }
 
 

@@ -28,3 +28,35 @@ def mig_profile(spelled: str) -> str | None:
         else:
             return None
     return profile
+
+
+def plugin_resource(profile: str) -> str:
+    """`1g.10gb+me` (DRA `profile`) -> `nvidia.com/mig-1g.10gb.me`, the device plugin's name
+    for it (mixed strategy: `strings.ReplaceAll("mig-"+profile, "+", ".")`)."""
+    return "nvidia.com/mig-" + profile.replace("+", ".")
+
+
+def device_class(profile: str) -> dict[str, object]:
+    """A DeviceClass for one MIG profile that serves the device plugin's name in-tree
+    (KEP-5004): the NVIDIA driver makes one class for all MIG devices, and the in-tree path
+    cannot select a profile within a class, so it needs a class per profile."""
+    attrs = "device.attributes['gpu.nvidia.com']"
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {
+            "name": f"mig-{re.sub(r'[.+]', '-', profile)}.nvidia.com",
+            "labels": {"app.kubernetes.io/managed-by": "gpu2dra"},
+        },
+        "spec": {
+            "selectors": [
+                {
+                    "cel": {
+                        "expression": f"device.driver == 'gpu.nvidia.com' && {attrs}.type == "
+                        f"'mig' && {attrs}.profile == '{profile}'"
+                    }
+                }
+            ],
+            "extendedResourceName": plugin_resource(profile),
+        },
+    }

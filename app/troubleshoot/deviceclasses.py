@@ -1,0 +1,56 @@
+"""`gpu2dra deviceclasses`: a DeviceClass per MIG profile, for the in-tree path to serve
+`nvidia.com/mig-<profile>` (KEP-5004), as YAML for `kubectl apply` or GitOps.
+
+The profiles come from the cluster's ResourceSlices (the MIG devices the NVIDIA driver
+publishes), or from `--profiles` without a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+
+from app.core.mig import device_class, mig_profile
+from app.manifests import yamlio
+from app.troubleshoot.cel.devices import Device, devices_of
+from app.troubleshoot.client import RESOURCE, connect
+
+DRIVER = "gpu.nvidia.com"
+
+
+def _string(device: Device, name: str) -> str | None:
+    """A string attribute of the driver's, named plainly or with its domain."""
+    value = device.attributes.get(name) or device.attributes.get(f"{DRIVER}/{name}")
+    text = value.get("string") if isinstance(value, dict) else None
+    return text if isinstance(text, str) else None
+
+
+def published_profiles(devices: Iterable[Device]) -> list[str]:
+    """The MIG profiles of the NVIDIA driver's devices, each once, sorted."""
+    return sorted(
+        {
+            profile
+            for d in devices
+            if d.driver == DRIVER
+            and _string(d, "type") == "mig"
+            and (profile := _string(d, "profile"))
+        }
+    )
+
+
+def render(profiles: Iterable[str]) -> str:
+    classes = [device_class(p) for p in sorted(set(profiles))]
+    return yamlio.dump_all(classes) if classes else "# no MIG profile published\n"
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.profiles is not None:
+        profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
+        if bad := [p for p in profiles if mig_profile(p.replace("+", ".")) != p]:
+            raise ValueError(f"not a MIG profile as the DRA driver spells it: {', '.join(bad)}")
+    else:
+        reader = connect(args.kubeconfig)
+        profiles = published_profiles(devices_of(reader.items(f"{RESOURCE}/resourceslices")))
+    sys.stdout.write(render(profiles))
+    return 0
