@@ -57,7 +57,7 @@ class NotServed(ReadError):
     """The API the check reads is not served: the kubernetes check says why."""
 
 
-def _unreadable(name: str, err: ReadError) -> Check:
+def unreadable(name: str, err: ReadError) -> Check:
     if isinstance(err, NotServed):
         return Check(name, "WARN", f"not checked: {err}", "see the kubernetes check")
     return Check(name, "WARN", cannot_read(err), READ_FIX)
@@ -66,7 +66,7 @@ def _unreadable(name: str, err: ReadError) -> Check:
 def check_kubernetes(version: Obj | ReadError, served: list[str] | ReadError) -> Check:
     name = "kubernetes"
     if isinstance(version, ReadError):
-        return _unreadable(name, version)
+        return unreadable(name, version)
     git = str(version.get("gitVersion", "?"))
     try:
         minor = int(str(version.get("minor", "")).rstrip("+"))
@@ -74,7 +74,7 @@ def check_kubernetes(version: Obj | ReadError, served: list[str] | ReadError) ->
     except ValueError:
         return Check(name, "WARN", f"{git}: cannot tell the minor version")
     if isinstance(served, ReadError):
-        return _unreadable(name, served)
+        return unreadable(name, served)
     betas = [v for v in served if v != "v1"]
     also = f" (also served: {', '.join(betas)})" if betas else " (no beta version served)"
     if (major, minor) < (1, MIN_MINOR):
@@ -110,7 +110,7 @@ def mapped_classes(policy: Policy) -> dict[str, list[str]]:
 def check_device_classes(classes: Listed, policy: Policy) -> Check:
     name = "deviceclasses"
     if isinstance(classes, ReadError):
-        return _unreadable(name, classes)
+        return unreadable(name, classes)
     names = sorted(c["metadata"]["name"] for c in classes)
     needed = mapped_classes(policy)
     missing = [c for c in needed if c not in names]
@@ -123,20 +123,6 @@ def check_device_classes(classes: Listed, policy: Policy) -> Check:
             f"{listed}; missing {what}: those pods are left on the device plugin",
             "install the NVIDIA DRA driver (its chart creates gpu.nvidia.com and mig.nvidia.com), "
             "or change the policy's mappings",
-        )
-    doubles = []
-    for cls in classes:
-        ext = (cls.get("spec") or {}).get("extendedResourceName")
-        if isinstance(ext, str) and policy.mapping_for(ext) is not None:
-            doubles.append(f"{cls['metadata']['name']} serves {ext}")
-    if doubles:
-        return Check(
-            name,
-            "WARN",
-            f"{listed}; extendedResourceName: {'; '.join(doubles)}, a resource gpu2dra "
-            "translates: pods gpu2dra skips get DRA devices too (KEP-5004)",
-            "pick one owner: remove extendedResourceName from the DeviceClass, or the mapping "
-            "from gpu2dra's policy",
         )
     return Check(name, "PASS", f"{listed}; every mapped class exists")
 
@@ -156,7 +142,7 @@ def _selected(devices: list[Device], classes: Listed, policy: Policy) -> dict[st
 def check_slices(slices: Listed, classes: Listed, policy: Policy) -> Check:
     name = "resourceslices"
     if isinstance(slices, ReadError):
-        return _unreadable(name, slices)
+        return unreadable(name, slices)
     devices = devices_of(slices)
     if not devices:
         return Check(
@@ -230,9 +216,9 @@ def _legacy_amounts(node: Obj, policy: Policy) -> dict[str, str]:
 def check_coexistence(nodes: Listed, slices: Listed, classes: Listed, policy: Policy) -> Check:
     name = "coexistence"
     if isinstance(nodes, ReadError):
-        return _unreadable(name, nodes)
+        return unreadable(name, nodes)
     if isinstance(slices, ReadError):
-        return _unreadable(name, slices)
+        return unreadable(name, slices)
     selected = _selected(devices_of(slices), classes, policy)
     dra: Counter[str] = Counter(
         d.node for s in selected.values() for d in set(s.selected) if d.node
@@ -266,7 +252,7 @@ def check_coexistence(nodes: Listed, slices: Listed, classes: Listed, policy: Po
 def check_registration(regs: list[Registration] | ReadError) -> Check:
     name = "webhooks"
     if isinstance(regs, ReadError):
-        return _unreadable(name, regs)
+        return unreadable(name, regs)
     kinds = {r.kind for r in regs}
     listed = ", ".join(f"{r.kind} {r.name}" for r in regs)
     missing = [
@@ -288,7 +274,7 @@ def check_registration(regs: list[Registration] | ReadError) -> Check:
 def check_tls(regs: list[Registration] | ReadError, reached: list[Reached]) -> Check:
     name = "webhook-tls"
     if isinstance(regs, ReadError):
-        return _unreadable(name, regs)
+        return unreadable(name, regs)
     if not regs:
         return Check(name, "FAIL", "no webhook configuration to check", "install the chart")
     bad = [r for r in reached if r.problem]
@@ -320,14 +306,14 @@ def check_endpoints(
 ) -> Check:
     name = "webhook-service"
     if isinstance(regs, ReadError):
-        return _unreadable(name, regs)
+        return unreadable(name, regs)
     if not regs:
         return Check(name, "FAIL", "no webhook configuration to check", "install the chart")
     problems: list[str] = []
     fine: list[str] = []
     for (namespace, service), count in sorted(ready.items()):
         if isinstance(count, ReadError):
-            return _unreadable(name, count)
+            return unreadable(name, count)
         (fine if count else problems).append(
             f"Service {namespace}/{service}: {count} ready endpoint(s)"
         )
@@ -349,7 +335,7 @@ def check_endpoints(
 def check_namespaces(namespaces: Listed, policy: Policy) -> Check:
     name = "namespaces"
     if isinstance(namespaces, ReadError):
-        return _unreadable(name, namespaces)
+        return unreadable(name, namespaces)
     counts: Counter[str] = Counter()
     for ns in namespaces:
         if ns["metadata"]["name"] in policy.skip_namespaces:
@@ -362,16 +348,3 @@ def check_namespaces(namespaces: Listed, policy: Policy) -> Check:
         "PASS",
         f"{text} (label {MODE_LABEL}; default {policy.default_mode})",
     )
-
-
-def run_checks(facts: Facts, policy: Policy) -> list[Check]:
-    return [
-        check_kubernetes(facts.version, facts.resource_versions),
-        check_device_classes(facts.device_classes, policy),
-        check_slices(facts.slices, facts.device_classes, policy),
-        check_coexistence(facts.nodes, facts.slices, facts.device_classes, policy),
-        check_registration(facts.registrations),
-        check_tls(facts.registrations, facts.tls),
-        check_endpoints(facts.registrations, facts.ready_endpoints, facts.tls),
-        check_namespaces(facts.namespaces, policy),
-    ]

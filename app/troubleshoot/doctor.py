@@ -16,7 +16,21 @@ from dataclasses import asdict
 import orjson
 
 from app.core.kube import RESOURCE_GROUP, Obj
-from app.troubleshoot.checks import Check, Facts, NotServed, Reached, run_checks
+from app.core.policy import Policy
+from app.troubleshoot.checks import (
+    Check,
+    Facts,
+    NotServed,
+    Reached,
+    check_coexistence,
+    check_device_classes,
+    check_endpoints,
+    check_kubernetes,
+    check_namespaces,
+    check_registration,
+    check_slices,
+    check_tls,
+)
 from app.troubleshoot.client import (
     RESOURCE,
     Listed,
@@ -26,6 +40,7 @@ from app.troubleshoot.client import (
     Unreachable,
     connect,
 )
+from app.troubleshoot.paths import check_paths
 from app.troubleshoot.registrations import (
     Endpoint,
     Registration,
@@ -34,6 +49,21 @@ from app.troubleshoot.registrations import (
     registrations,
     verify_tls,
 )
+
+
+def run_checks(facts: Facts, policy: Policy) -> list[Check]:
+    return [
+        check_kubernetes(facts.version, facts.resource_versions),
+        check_device_classes(facts.device_classes, policy),
+        check_slices(facts.slices, facts.device_classes, policy),
+        check_coexistence(facts.nodes, facts.slices, facts.device_classes, policy),
+        check_registration(facts.registrations),
+        check_tls(facts.registrations, facts.tls),
+        check_endpoints(facts.registrations, facts.ready_endpoints, facts.tls),
+        check_namespaces(facts.namespaces, policy),
+        check_paths(facts.device_classes, facts.namespaces, facts.slices, policy),
+    ]
+
 
 # ---- reading the cluster -----------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from app.troubleshoot.checks import (
     check_tls,
 )
 from app.troubleshoot.client import ReadError
+from app.troubleshoot.paths import check_paths
 from app.troubleshoot.registrations import Endpoint, Registration
 from tests.e2e.fixtures import device_class, gpu_devices, gpu_resource_slice
 
@@ -57,8 +58,8 @@ FORBIDDEN = ReadError("GET /apis/resource.k8s.io/v1/deviceclasses: 403 forbidden
         ([], "FAIL", "0 DeviceClass(es): none; missing gpu.nvidia.com (for nvidia.com/gpu)"),
         (
             [served("gpu.nvidia.com", "nvidia.com/gpu"), CLASSES[1]],
-            "WARN",
-            "extendedResourceName: gpu.nvidia.com serves nvidia.com/gpu",
+            "PASS",
+            "every mapped class exists",
         ),
         ([*CLASSES, served("other", "example.com/fpga")], "PASS", "every mapped class exists"),
         (FORBIDDEN, "WARN", "cannot read: GET /apis/resource.k8s.io/v1/deviceclasses"),
@@ -174,3 +175,67 @@ def test_endpoints(ready: Any, reached: list[Reached], status: str, says: str) -
     check = check_endpoints([MUTATING, VALIDATING], ready, reached)
     assert check.status == status
     assert says in check.summary
+
+
+def namespaces(**modes: str) -> list[dict[str, Any]]:
+    return [
+        {"metadata": {"name": n, "labels": {"gpu2dra.io/migration": m} if m else {}}}
+        for n, m in modes.items()
+    ]
+
+
+MIG_SLICES = slices("a", mig={1: ["1g.5gb", "3g.20gb"]})
+
+
+@pytest.mark.parametrize(
+    ("classes", "spaces", "status", "says"),
+    [
+        (CLASSES, namespaces(a="enabled", b=""), "PASS", "nvidia.com/gpu: gpu2dra in 1 enabled"),
+        (CLASSES, namespaces(b=""), "PASS", "nvidia.com/gpu: the device plugin everywhere"),
+        (
+            [served("gpu.nvidia.com", "nvidia.com/gpu"), CLASSES[1]],
+            namespaces(a="enabled", b=""),
+            "WARN",  # the MIG profiles the slices publish have no class of their own
+            "MIG profiles published without a class to serve them in-tree: 1g.5gb, 3g.20gb",
+        ),
+        (
+            [
+                served("gpu.nvidia.com", "nvidia.com/gpu"),
+                CLASSES[1],
+                served("mig-1g-5gb.nvidia.com", "nvidia.com/mig-1g.5gb"),
+                served("mig-3g-20gb.nvidia.com", "nvidia.com/mig-3g.20gb"),
+            ],
+            namespaces(a="enabled"),
+            "PASS",
+            "2 mapped resource(s)",
+        ),
+        (
+            [served("gpu.nvidia.com", "nvidia.com/gpu"), served("other", "nvidia.com/gpu")],
+            namespaces(),
+            "WARN",
+            "one name, several DeviceClasses (nvidia.com/gpu: gpu.nvidia.com, other)",
+        ),
+        (FORBIDDEN, namespaces(), "WARN", "cannot read"),
+    ],
+)
+def test_paths(classes: Any, spaces: Any, status: str, says: str) -> None:
+    check = check_paths(classes, spaces, MIG_SLICES, POLICY)
+    assert check.status == status, check
+    assert says in " | ".join((check.summary, *check.details))
+
+
+def test_paths_say_how_they_were_found() -> None:
+    classes = [
+        served("gpu.nvidia.com", "nvidia.com/gpu"),
+        CLASSES[1],
+        served("mig-1g-5gb.nvidia.com", "nvidia.com/mig-1g.5gb"),
+    ]
+    check = check_paths(classes, namespaces(a="enabled", b=""), slices("a"), POLICY)
+    assert check.details == (
+        "nvidia.com/gpu: gpu2dra in 1 enabled namespace(s) (pods that gain nothing from it go "
+        "in-tree); in-tree elsewhere (nvidia.com/gpu by gpu.nvidia.com: DeviceClass "
+        "extendedResourceName)",
+        "nvidia.com/mig-*: gpu2dra in 1 enabled namespace(s) (pods that gain nothing from it "
+        "go in-tree); in-tree elsewhere (nvidia.com/mig-1g.5gb by mig-1g-5gb.nvidia.com: "
+        "DeviceClass extendedResourceName)",
+    )
