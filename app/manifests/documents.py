@@ -78,6 +78,9 @@ def _unpack(docs: list[Any]) -> list[Any]:
     return out
 
 
+IN_TREE = "left to the in-tree extended-resource path:"  # a note, not a warning
+
+
 class Note(NamedTuple):
     """What the translation of one document has to say: `document N (Kind name): text`."""
 
@@ -140,7 +143,7 @@ def _translate_spec(
     t = translate(spec, policy, catalog)
     result.notes.extend(where._replace(text=w) for w in t.warnings)
     if t.in_tree:
-        text = f"left to the in-tree extended-resource path: {t.in_tree}"
+        text = f"{IN_TREE} {t.in_tree}"
         result.notes.append(where._replace(text=text))
     if not t.changed:
         return spec

@@ -14,7 +14,7 @@ import io
 import sys
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 
 import orjson
@@ -25,7 +25,7 @@ from app.core.kube import Obj
 from app.core.policy import MODE_LABEL, Policy
 from app.core.resources import legacy_devices
 from app.core.templates import describe_template
-from app.manifests.documents import translate_documents
+from app.manifests.documents import IN_TREE, translate_documents
 from app.manifests.podspecs import TooDeep, pod_specs
 from app.troubleshoot.client import (
     RESOURCE,
@@ -61,6 +61,11 @@ class Workload:
     templates: list[str]  # "name: N x class where ..."
     warnings: list[str]
     seen_through: str = ""  # a pod, when the owner itself could not be read
+    # What serves its pods: "gpu2dra", "in-tree" (a DeviceClass names every resource it asks
+    # for in extendedResourceName, and gpu2dra leaves it), or "device plugin": only the last
+    # is left to migrate.
+    path: str = "device plugin"
+    deferred: bool = False  # gpu2dra would leave it to the in-tree path even where enabled
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +111,7 @@ def workload_of(
     if not +gpus:
         return None
     result = translate_documents([obj], policy, catalog, namespace, "enabled")
+    native = all(catalog.serving_extended_resource(r) for r in gpus)
     return Workload(
         namespace=namespace,
         kind=kind,
@@ -113,7 +119,11 @@ def workload_of(
         replicas=_replicas(obj),
         gpus=dict(sorted(gpus.items())),
         templates=[f"{name}: {describe_template(t)}" for (_, name), t in result.templates.items()],
-        warnings=list(dict.fromkeys(note.text for note in result.notes)),
+        warnings=list(
+            dict.fromkeys(n.text for n in result.notes if not n.text.startswith(IN_TREE))
+        ),
+        path="in-tree" if native else "device plugin",
+        deferred=native and any(n.text.startswith(IN_TREE) for n in result.notes),
     )
 
 
@@ -164,9 +174,16 @@ def build(
             mode = "unknown"
         else:
             mode = policy.mode_for(ns_obj["metadata"].get("labels"))
-        workloads = sorted(rows[name], key=lambda w: (w.kind, w.name))
+        workloads = sorted((_path(w, mode) for w in rows[name]), key=lambda w: (w.kind, w.name))
         out.append(Namespace(name, mode, workloads))
     return Report(out, rollout_order(out), list(unreadable or []))
+
+
+def _path(w: Workload, mode: str) -> Workload:
+    """Where it runs: enabled namespaces translate what gpu2dra does not defer."""
+    if mode == "enabled" and not w.deferred:
+        return replace(w, path="gpu2dra")
+    return w
 
 
 def rollout_order(namespaces: list[Namespace]) -> list[str]:
@@ -176,7 +193,11 @@ def rollout_order(namespaces: list[Namespace]) -> list[str]:
         gpus = sum(sum(w.gpus.values()) for w in n.workloads)
         return n.warnings > 0, n.warnings, gpus, n.name
 
-    return [n.name for n in sorted(namespaces, key=key) if n.mode in ("disabled", "audit")]
+    return [
+        n.name
+        for n in sorted(namespaces, key=key)
+        if n.mode in ("disabled", "audit") and any(w.path == "device plugin" for w in n.workloads)
+    ]
 
 
 # ---- output ------------------------------------------------------------------------------
@@ -188,9 +209,9 @@ def _gpus(w: Workload) -> str:
 
 
 def render_table(report: Report) -> str:
-    header = ("NAMESPACE", "MODE", "WORKLOAD", "GPUS PER POD", "WARNINGS")
+    header = ("NAMESPACE", "MODE", "WORKLOAD", "GPUS PER POD", "SERVED BY", "WARNINGS")
     rows = [
-        ((n.name, n.mode, f"{w.kind}/{w.name}", _gpus(w), str(len(w.warnings))), w)
+        ((n.name, n.mode, f"{w.kind}/{w.name}", _gpus(w), w.path, str(len(w.warnings))), w)
         for n in report.namespaces
         for w in n.workloads
     ]
@@ -236,7 +257,7 @@ def render_csv(report: Report) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(
-        ["namespace", "mode", "kind", "name", "replicas", "gpus", "templates", "warnings"]
+        ["namespace", "mode", "kind", "name", "replicas", "gpus", "path", "templates", "warnings"]
     )
     for n in report.namespaces:
         for w in n.workloads:
@@ -248,6 +269,7 @@ def render_csv(report: Report) -> str:
                     w.name,
                     "" if w.replicas is None else w.replicas,
                     ";".join(f"{r}={c}" for r, c in w.gpus.items()),
+                    w.path,
                     ";".join(w.templates),
                     " | ".join(w.warnings),
                 ]

@@ -129,8 +129,12 @@ def test_outputs() -> None:
         ["trainjobs (GET ...: 403 forbidden)"],
     )
     table = render_table(report).splitlines()
-    assert table[0].split() == ["NAMESPACE", "MODE", "WORKLOAD", "GPUS", "PER", "POD", "WARNINGS"]
-    assert table[1].split() == ["ml", "disabled", "Deployment/web", "nvidia.com/gpu=2", "x2", "0"]
+    assert table[0].split() == [
+        *("NAMESPACE", "MODE", "WORKLOAD", "GPUS", "PER", "POD", "SERVED", "BY", "WARNINGS")
+    ]
+    assert table[1].split() == [
+        *("ml", "disabled", "Deployment/web", "nvidia.com/gpu=2", "x2", "device", "plugin", "0")
+    ]
     assert table[2].startswith("    would create gpu2dra-gpu-x2-")
     assert "  1. ml (disabled, 1 workload(s), no warnings): kubectl label namespace ml" in (
         "\n".join(table)
@@ -176,3 +180,44 @@ def test_a_whole_quantity_counts_alike_everywhere() -> None:
     assert legacy_devices(spec, POLICY) == {"nvidia.com/gpu": 2}
     (template,) = translate(spec, POLICY, Catalog.of(POLICY.device_classes)).templates
     assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
+
+
+SERVED = Catalog.from_objects(
+    [
+        {
+            "metadata": {"name": "gpu.nvidia.com"},
+            "spec": {"extendedResourceName": "nvidia.com/gpu"},
+        },
+        {"metadata": {"name": "mig.nvidia.com"}},
+    ]
+)
+
+
+def test_pods_the_in_tree_path_serves_are_not_left_to_migrate() -> None:
+    """Where a DeviceClass serves nvidia.com/gpu in-tree, a workload gpu2dra leaves alone
+    (its namespace not enabled, or deferred) is served natively: not in the rollout."""
+    whole = pod_spec(container("c", {"nvidia.com/gpu": 1}))
+    init = pod_spec(
+        container("c", {"nvidia.com/gpu": 1}), init=[container("i", {"nvidia.com/gpu": 1})]
+    )
+    mig = pod_spec(container("c", {"nvidia.com/mig-1g.5gb": 1}))
+    report = build(
+        [namespace("off"), namespace("on", "enabled"), namespace("mig")],
+        [
+            obj("Pod", "whole", "off", whole),
+            obj("Pod", "whole", "on", whole),
+            obj("Pod", "init", "on", init),
+            obj("Pod", "mig", "mig", mig),
+        ],
+        POLICY,
+        SERVED,
+    )
+    paths = {(n.name, w.name): w.path for n in report.namespaces for w in n.workloads}
+    assert paths == {
+        ("off", "whole"): "in-tree",
+        ("on", "init"): "gpu2dra",
+        ("on", "whole"): "in-tree",
+        ("mig", "mig"): "device plugin",
+    }
+    assert report.rollout == ["mig"]
+    assert not any(w.warnings for n in report.namespaces for w in n.workloads)
