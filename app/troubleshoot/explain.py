@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from app.core.catalog import Catalog
-from app.core.kube import Obj
+from app.core.intree import native_classes
+from app.core.kube import Obj, dns_label
 from app.core.policy import MODE_LABEL, Policy
 from app.core.resources import dra_requests, legacy_devices
 from app.core.skip import skip_reason
@@ -74,10 +75,6 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
     pod, spec = facts.pod, facts.pod.get("spec") or {}
     namespace = pod["metadata"].get("namespace", "")
     asks = ", ".join(f"{n} x {r}" for r, n in legacy.items())
-    if reason := skip_reason(pod, namespace, policy):
-        return [Step("info", f"not translated ({asks}): {reason}; it uses the device plugin")]
-    if isinstance(facts.namespace_labels, ReadError):
-        return [_unreadable(f"namespace {namespace}, so its mode", facts.namespace_labels)]
     notes = []
     if isinstance(facts.device_classes, ReadError):
         notes.append(
@@ -86,15 +83,70 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
         catalog = Catalog.of(policy.device_classes)
     else:
         catalog = Catalog.from_objects(facts.device_classes)
+    native = native_classes(legacy, catalog)
+    in_tree = len(native) == len(legacy)  # the scheduler serves every resource it asks for
+    uses = "it is served in-tree" if in_tree else "it uses the device plugin"
+    more = _extended_steps(facts, native, legacy) if in_tree else []
+    if reason := skip_reason(pod, namespace, policy):
+        return [*notes, Step("info", f"not translated ({asks}): {reason}; {uses}"), *more]
+    if isinstance(facts.namespace_labels, ReadError):
+        return [_unreadable(f"namespace {namespace}, so its mode", facts.namespace_labels)]
     mode = policy.mode_for(facts.namespace_labels)
     label = (facts.namespace_labels or {}).get(MODE_LABEL)
     where = f"label {MODE_LABEL}={label}" if label is not None else "no label: the default mode"
     translation = translate(spec, policy, catalog)
-    return notes + _verdict(facts, asks, mode, where, translation)
+    if translation.in_tree and mode != "disabled":
+        why = f"not translated ({asks}): gpu2dra leaves it to the in-tree path"
+        return [*notes, Step("info", f"{why} ({translation.in_tree})"), *more]
+    return notes + _verdict(facts, asks, mode, where, translation, uses) + more
+
+
+def _extended_steps(
+    facts: PodFacts, native: dict[str, tuple[str, ...]], legacy: dict[str, int]
+) -> list[Step]:
+    """The in-tree path (KEP-5004): the claim the scheduler makes for the pod as it binds it,
+    recorded in status.extendedResourceClaimStatus, and its allocation."""
+    pod = facts.pod
+    namespace = pod["metadata"].get("namespace", "")
+    served = "; ".join(f"{r} by DeviceClass {', '.join(c)}" for r, c in native.items())
+    name = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get(
+        "resourceClaimName"
+    )
+    if not name:
+        if (pod.get("spec") or {}).get("nodeName"):
+            return [Step("info", f"bound without an extended resource claim ({served})")]
+        requests = [
+            {"name": dns_label(r), "exactly": {"deviceClassName": native[r][0], "count": n}}
+            for r, n in legacy.items()
+        ]
+        wanted: Obj = {"spec": {"devices": {"requests": requests}}}
+        return [
+            Step(
+                "info",
+                f"in-tree ({served}): the scheduler makes the pod's extended resource claim "
+                "when it binds the pod",
+            ),
+            *_devices_steps(facts, wanted, f"{namespace}/(extended resource claim)"),
+        ]
+    claim = facts.claims.get(name)
+    label = f"extended resource claim {name}"
+    if isinstance(claim, ReadError):
+        return [_unreadable(label, claim)]
+    if claim is None:
+        return [Step("FAIL", f"{label} not found")]
+    allocation = (claim.get("status") or {}).get("allocation")
+    if allocation:
+        results = (allocation.get("devices") or {}).get("results") or []
+        got = ", ".join(f"{r.get('pool')}/{r.get('device')}" for r in results)
+        return [Step("ok", f"{label} (made by the scheduler, {served}) allocated: {got}")]
+    return [
+        Step("FAIL", f"{label} is not allocated"),
+        *_devices_steps(facts, claim, f"{namespace}/{name}"),
+    ]
 
 
 def _verdict(
-    facts: PodFacts, asks: str, mode: str, where: str, translation: Translation
+    facts: PodFacts, asks: str, mode: str, where: str, translation: Translation, uses: str
 ) -> list[Step]:
     """Why gpu2dra left the pod untranslated in a namespace of this mode."""
     spec = facts.pod.get("spec") or {}
@@ -104,7 +156,7 @@ def _verdict(
             Step(
                 "info",
                 f"not translated ({asks}): namespace {namespace} is in mode disabled ({where}); "
-                "it uses the device plugin",
+                f"{uses}",
                 (
                     f"to move it to DRA: kubectl label namespace {namespace} {MODE_LABEL}=enabled "
                     "--overwrite, then recreate the pod",
@@ -318,10 +370,13 @@ def gather(reader: Reader, namespace: str, name: str) -> PodFacts:
         for c in spec.get("resourceClaims") or []
         if (n := c.get("resourceClaimName") or claim_names.get(str(c.get("name"))))
     }
+    # The claim the scheduler made for the pod's extended resources (the in-tree path).
+    if extended := (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"):
+        wanted.add(str(extended))
     claims = {
         n: attempt(partial(reader.find, f"{in_ns}/resourceclaims/{n}")) for n in sorted(wanted)
     }
-    unallocated = any(
+    unallocated = not spec.get("nodeName") or any(
         isinstance(c, dict) and not (c.get("status") or {}).get("allocation")
         for c in claims.values()
     )

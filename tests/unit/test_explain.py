@@ -3,6 +3,8 @@ the real scheduler in tests/e2e/test_explain.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.core.policy import load_policy
 from app.core.resources import DraRequest
 from app.troubleshoot.allocation import analyse_request
@@ -10,6 +12,8 @@ from app.troubleshoot.cel.devices import Device, devices_of
 from app.troubleshoot.client import ReadError
 from app.troubleshoot.explain import PodFacts, explain
 from tests.e2e.fixtures import device_class, gpu_devices, gpu_resource_slice
+
+Obj = dict[str, Any]
 
 CLASSES = {"gpu.nvidia.com": device_class("gpu.nvidia.com", "gpu")}
 
@@ -143,4 +147,85 @@ def test_what_cannot_be_read_is_named_and_not_guessed() -> None:
         ("WARN", "cannot read DeviceClasses, so no device is checked: 403 forbidden"),
         ("FAIL", "not scheduled yet: the scheduler has not judged it (is it running?)"),
         ("WARN", "cannot read the pod's events: 403 forbidden"),
+    ]
+
+
+SERVED_GPU = {
+    "metadata": {"name": "gpu.nvidia.com"},
+    "spec": {**CLASSES["gpu.nvidia.com"]["spec"], "extendedResourceName": "nvidia.com/gpu"},
+}
+
+
+def legacy_pod(**status: Any) -> Obj:
+    return {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {
+            "containers": [
+                {"name": "main", "resources": {"limits": {"nvidia.com/gpu": 2}}},
+            ]
+        },
+        "status": {"phase": "Pending", **status},
+    }
+
+
+def test_the_in_tree_path_is_followed_before_binding() -> None:
+    """A pod gpu2dra leaves alone where a DeviceClass serves nvidia.com/gpu in-tree: not the
+    device plugin; the devices the scheduler would choose from are judged."""
+    facts = PodFacts(
+        pod=legacy_pod(),
+        namespace_labels={},
+        device_classes=[SERVED_GPU],
+        slices=[gpu_resource_slice("a", gpu_devices("a", gpus=1))],
+    )
+    steps = [(s.state, s.text) for s in explain(facts, load_policy(None)).steps]
+    assert steps[:3] == [
+        (
+            "info",
+            "not translated (2 x nvidia.com/gpu): namespace ml is in mode disabled (no label: "
+            "the default mode); it is served in-tree",
+        ),
+        (
+            "info",
+            "in-tree (nvidia.com/gpu by DeviceClass gpu.nvidia.com): the scheduler makes the "
+            "pod's extended resource claim when it binds the pod",
+        ),
+        (
+            "FAIL",
+            "request nvidia-com-gpu asks for 2 x gpu.nvidia.com: only 1 device(s) match the "
+            "request's selectors; 1 device(s) in the class, 1 match the selectors, 0 of those "
+            "are allocated to other claims",
+        ),
+    ]
+
+
+def test_the_extended_resource_claim_is_read() -> None:
+    claim = {
+        "metadata": {"name": "p-extended-resources-x7k2"},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [{"pool": "a", "device": "gpu-0"}, {"pool": "a", "device": "gpu-1"}]
+                }
+            }
+        },
+    }
+    status = {"extendedResourceClaimStatus": {"resourceClaimName": "p-extended-resources-x7k2"}}
+    facts = PodFacts(
+        pod=legacy_pod(**status),
+        namespace_labels={"gpu2dra.io/migration": "enabled"},
+        device_classes=[SERVED_GPU],
+        claims={"p-extended-resources-x7k2": claim},
+    )
+    steps = [(s.state, s.text) for s in explain(facts, load_policy(None)).steps]
+    assert steps[:2] == [
+        (
+            "info",
+            "not translated (2 x nvidia.com/gpu): gpu2dra leaves it to the in-tree path "
+            "(nvidia.com/gpu is served in-tree by DeviceClass gpu.nvidia.com)",
+        ),
+        (
+            "ok",
+            "extended resource claim p-extended-resources-x7k2 (made by the scheduler, "
+            "nvidia.com/gpu by DeviceClass gpu.nvidia.com) allocated: a/gpu-0, a/gpu-1",
+        ),
     ]
