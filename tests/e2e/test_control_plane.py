@@ -1,6 +1,6 @@
-"""The control plane itself, without the webhook: each component reports the release it was
-built from, and a hand-written ResourceClaimTemplate gets a ResourceClaim from the
-controller-manager and two fake GPUs from the scheduler. Also the harness around it: how
+"""The control plane itself, without the webhook, on every release: each component reports the
+release it was built from, and a hand-written ResourceClaimTemplate gets a ResourceClaim from
+the controller-manager and two fake GPUs from the scheduler. Also the harness around it: how
 tests/k8s/build.sh decides to rebuild, when the tests may skip, and which logs a failure leaves
 behind."""
 
@@ -36,6 +36,8 @@ from tests.e2e.fixtures import (
     pod_resource_claims,
     wait_for_pod_scheduled,
 )
+
+pytestmark = pytest.mark.every_release
 
 
 def test_every_component_reports_the_release_built(
