@@ -381,11 +381,13 @@ def test_service_with_a_ready_endpoint_passes(
     assert f"cannot reach gpu2dra.{release_ns}.svc:443" in checks["webhook-tls"]["summary"]
 
 
-# ---- extendedResourceName needs the DRAExtendedResource gate (alpha, off in 1.35) ---------
+# ---- extendedResourceName needs the DRAExtendedResource gate (alpha, off in 1.34/1.35) ----
 
 
 class GatedControlPlane(ControlPlane):
-    """A control plane whose API server keeps DeviceClass.spec.extendedResourceName."""
+    """A control plane of its own (the class would change how the shared one schedules
+    nvidia.com/gpu) whose API server keeps DeviceClass.spec.extendedResourceName: the gate is
+    GA and on by default from 1.37, where the flag changes nothing, and alpha before."""
 
     def _spawn(self, name: str, args: list[str]) -> None:
         if name == "kube-apiserver":
