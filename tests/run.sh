@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
-# A real kube-apiserver, controller-manager, scheduler, etcd and helm, built with Go. Without
-# Go the end-to-end tests skip, except in CI, where that fails the run.
+# A real kube-apiserver, controller-manager, scheduler, etcd and kubectl for each Kubernetes
+# release the tests run on (tests/k8s/v1.37, v1.34), and helm, built with Go. Without Go the
+# end-to-end tests skip, except in CI, where that fails the run.
 if command -v go >/dev/null || [ "${CI:-}" = true ]; then
   bash tests/k8s/build.sh
 else

@@ -215,12 +215,18 @@ def serving(
 @contextmanager
 def cluster(work: Path) -> Iterator[tuple[str | None, str]]:
     """A real control plane when its binaries are built (so API calls can be counted)."""
-    from tests.e2e.controlplane import ControlPlane, find_bin_dir, missing_binaries
+    from tests.e2e.controlplane import (
+        ControlPlane,
+        kubernetes_version,
+        missing_binaries,
+        release_bin_dir,
+        releases,
+    )
 
-    if missing_binaries(find_bin_dir()):
+    if missing_binaries(release_bin_dir()):
         yield None, "offline (no control plane binaries: run tests/k8s/build.sh to count API calls)"
         return
-    with ControlPlane(find_bin_dir(), work / "plane") as plane:
+    with ControlPlane(release_bin_dir(), work / "plane") as plane:
         api = plane.api_client()
         from kubernetes import client
 
@@ -241,7 +247,8 @@ def cluster(work: Path) -> Iterator[tuple[str | None, str]]:
                     "spec": {},
                 },
             )
-        yield str(plane.kubeconfig), "live (real kube-apiserver 1.35, caches warm)"
+        version = kubernetes_version(releases()[0])
+        yield str(plane.kubeconfig), f"live (real kube-apiserver {version}, caches warm)"
 
 
 def translate_cli(work: Path, document: dict[str, Any]) -> tuple[float, float]:

@@ -20,6 +20,7 @@ import yaml
 from jsonschema import Draft7Validator, ValidationError  # type: ignore[import-untyped]
 
 from tests.missing import missing
+from tests.unit.test_schemas import K8S_VERSIONS
 
 Obj = dict[str, Any]
 # module@version, the folder holding its CRDs, and the CRD files the chart needs.
@@ -121,4 +122,5 @@ def validate_custom(doc: Obj, schemas: dict[tuple[str, str], Obj]) -> None:
     Draft7Validator(schema).validate(doc)
     # A CRD leaves metadata open; the API server checks it as it checks any ObjectMeta.
     carrier = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"]}
-    kubernetes_validate.validate(carrier, "1.35", strict=True)
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(carrier, version, strict=True)

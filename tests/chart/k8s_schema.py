@@ -1,7 +1,9 @@
-"""The Kubernetes-typed chart values, as the strict Kubernetes 1.35 schema defines them.
+"""The Kubernetes-typed chart values, as the strict schema of the newest Kubernetes release
+tests/k8s builds (1.37) defines them.
 
 `python -m tests.chart.k8s_schema` rewrites the `definitions` of values.schema.json from the
-schemas kubernetes-validate ships; test_values_schema checks the file still matches them.
+schemas kubernetes-validate ships; test_values_schema checks the file still matches them. The
+rendered chart is validated against every tested release (tests/chart/test_chart.py).
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from typing import Any
 
 import kubernetes_validate
 
+from tests.e2e.controlplane import releases
 from tests.e2e.webhook import CHART
 
 Obj = dict[str, Any]
 SCHEMA_FILE = CHART / "values.schema.json"
-KUBERNETES_VERSION = "1.35.0"
+KUBERNETES_VERSION = releases()[0].removeprefix("v") + ".0"  # "1.37.0"
 CORE = "io.k8s.api.core.v1."
 # Each Kubernetes-typed value, and the type of the value (or, for a list, of its items).
 TYPED_VALUES = {
@@ -36,7 +39,7 @@ DEFINITIONS_NOTE = (
 
 
 def upstream_definitions() -> Obj:
-    """Every definition of the strict 1.35 schema, by its full name."""
+    """Every definition of the strict schema of KUBERNETES_VERSION, by its full name."""
     root = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
     path = root / f"v{KUBERNETES_VERSION}-local-strict" / "_definitions.json"
     definitions: Obj = json.loads(path.read_text())["$defs"]
@@ -86,7 +89,8 @@ def regenerated(schema: Obj) -> Obj:
     """`schema` with its Kubernetes-typed values and definitions as upstream has them."""
     schema["properties"].update(typed_properties())
     head = {key: schema[key] for key in ("$schema", "title")}
-    return {**head, "$comment": DEFINITIONS_NOTE, **schema, "definitions": definitions()}
+    rest = {key: value for key, value in schema.items() if key not in ("$comment", "definitions")}
+    return {**head, "$comment": DEFINITIONS_NOTE, **rest, "definitions": definitions()}
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """The Helm chart as `helm lint` and `helm template` see it, checked against the strict
-Kubernetes 1.35 schemas."""
+Kubernetes schemas of every release the control plane is tested on (1.37 and 1.34)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from app.core.policy import load_policy, parse_policy
 from tests.chart import k8s_schema
 from tests.chart.crds import ValidationError, is_custom, validate_custom
 from tests.e2e.webhook import CHART, of_kind, render_chart
+from tests.unit.test_schemas import K8S_VERSIONS
 
 Obj = dict[str, Any]
 Crds = dict[tuple[str, str], Obj]
@@ -33,7 +34,7 @@ MODES = {
     "cert-manager": CERT_MANAGER,
     "own-issuer": OWN_ISSUER,
     "secret": ("tls.mode=secret", "tls.secretName=my-tls", "tls.caBundle=Q0EK"),
-    # Kubernetes-typed values the schema must accept, and the 1.35 schema too once rendered.
+    # Kubernetes-typed values the schema must accept, and each release's too once rendered.
     "kubernetes-typed": (
         "tolerations[0].key=gpu,tolerations[0].operator=Exists",
         "tolerations[0].effect=NoExecute,tolerations[0].tolerationSeconds=30",
@@ -72,7 +73,7 @@ def open_objects(node: Any, path: str = "") -> list[str]:
     return found + [p for k, v in node.items() for p in open_objects(v, f"{path}/{k}")]
 
 
-def test_values_schema_is_closed_and_follows_kubernetes_1_35() -> None:
+def test_values_schema_is_closed_and_follows_the_newest_kubernetes() -> None:
     schema = json.loads(k8s_schema.SCHEMA_FILE.read_text())
     assert open_objects(schema) == ["/properties/global"]
     assert "subchart" in schema["properties"]["global"]["description"]
@@ -119,11 +120,12 @@ def test_lint(helm: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("version", K8S_VERSIONS)
 @pytest.mark.parametrize("mode", MODES)
-def test_every_object_is_valid_kubernetes_1_35(helm: Path, mode: str) -> None:
+def test_every_object_is_valid_kubernetes(helm: Path, mode: str, version: str) -> None:
     builtin = [d for d in render_chart(helm, *MODES[mode]) if not is_custom(d)]
     for doc in builtin:
-        kubernetes_validate.validate(doc, "1.35", strict=True)
+        kubernetes_validate.validate(doc, version, strict=True)
     assert len(builtin) >= 9
 
 

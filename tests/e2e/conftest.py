@@ -1,9 +1,14 @@
 """End-to-end tests against a real Kubernetes control plane (see controlplane.py).
 
+Every test runs against the newest release tests/k8s builds; a test or module marked
+`every_release` (pytestmark = pytest.mark.every_release) runs against each one, newest first.
+The release is in the test id (test_x[v1.34]), and the `release` fixture names it. One control
+plane runs at a time: pytest groups the tests by release.
+
 Build the binaries first with tests/k8s/build.sh. The tests skip only when Go is not
 installed (and CI is not "true"); with Go, a missing binary is a failure that says to build.
 When a test fails, the control-plane logs and each gpu2dra webhook's log are copied to
-tests/e2e/logs/ (after the processes stopped, so they are complete).
+tests/e2e/logs/<release>/ (after the processes stopped, so they are complete).
 """
 
 from __future__ import annotations
@@ -18,11 +23,12 @@ import pytest
 from kubernetes import client
 
 from tests.e2e.controlplane import (
-    ALL_BINARIES,
     BUILD_HINT,
+    RELEASE_BINARIES,
     ControlPlane,
     find_bin_dir,
     missing_binaries,
+    releases,
 )
 from tests.e2e.fixtures import (
     create_namespace,
@@ -33,9 +39,20 @@ from tests.e2e.fixtures import (
 from tests.e2e.webhook import WEBHOOK_LOG, Webhook, running_webhook
 
 LOG_COPY_DIR = Path(__file__).parent / "logs"
+RELEASES = releases()
 _failed = pytest.StashKey[bool]()
 _copied_logs = pytest.StashKey[Path]()
-_webhook_logs = pytest.StashKey[dict[str, Path]]()
+_webhook_logs = pytest.StashKey[dict[str, dict[str, Path]]]()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each test that needs a control plane gets the newest release, or every release when
+    it is marked every_release; session scope, so each release's plane starts once."""
+    if "release" not in metafunc.fixturenames:
+        return
+    every = metafunc.definition.get_closest_marker("every_release") is not None
+    chosen = RELEASES if every else RELEASES[:1]
+    metafunc.parametrize("release", chosen, indirect=True, scope="session")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -80,12 +97,26 @@ def require_tools(bin_dir: Path, missing: Sequence[str]) -> None:
 
 
 @pytest.fixture(scope="session")
+def release(request: pytest.FixtureRequest) -> str:
+    """The Kubernetes release the test runs against, e.g. "v1.37" (see pytest_generate_tests)."""
+    name: str = request.param
+    return name
+
+
+def missing_release_tools(bin_dir: Path, release: str) -> list[str]:
+    """What a control plane of `release` needs from build.sh that bin_dir lacks, as paths
+    relative to bin_dir ("v1.34/etcd", "helm")."""
+    missing = [f"{release}/{n}" for n in missing_binaries(bin_dir / release, RELEASE_BINARIES)]
+    return missing + missing_binaries(bin_dir, ["helm"])
+
+
+@pytest.fixture(scope="session")
 def control_plane(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, release: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
     bin_dir = find_bin_dir()
-    require_tools(bin_dir, missing_binaries(bin_dir, ALL_BINARIES))
-    plane = ControlPlane(bin_dir, tmp_path_factory.mktemp("control-plane"))
+    require_tools(bin_dir, missing_release_tools(bin_dir, release))
+    plane = ControlPlane(bin_dir / release, tmp_path_factory.mktemp(f"control-plane-{release}"))
     try:
         plane.start()
         yield plane
@@ -95,8 +126,10 @@ def control_plane(
     finally:
         plane.stop()
         if request.session.stash.get(_failed, False):
-            webhook_logs = request.session.stash.get(_webhook_logs, {})
-            if copy_logs(plane.log_dir, webhook_logs, LOG_COPY_DIR):
+            webhook_logs = request.session.stash.get(_webhook_logs, {}).get(release, {})
+            if _copied_logs not in request.config.stash:  # the first copy of this run
+                shutil.rmtree(LOG_COPY_DIR, ignore_errors=True)
+            if copy_logs(plane.log_dir, webhook_logs, LOG_COPY_DIR / release):
                 request.config.stash[_copied_logs] = LOG_COPY_DIR
 
 
@@ -143,6 +176,7 @@ def _fresh_namespace(api: client.ApiClient) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def webhook(
     request: pytest.FixtureRequest,
+    release: str,
     control_plane: ControlPlane,
     api_client: client.ApiClient,
     tmp_path_factory: pytest.TempPathFactory,
@@ -151,7 +185,8 @@ def webhook(
     is copied with the control plane's when a test fails."""
     work_dir = tmp_path_factory.mktemp("gpu2dra")
     module = request.module.__name__.rsplit(".", 1)[-1]
-    request.session.stash.setdefault(_webhook_logs, {})[module] = work_dir / WEBHOOK_LOG
+    logs = request.session.stash.setdefault(_webhook_logs, {}).setdefault(release, {})
+    logs[module] = work_dir / WEBHOOK_LOG
     yield from running_webhook(control_plane, api_client, work_dir)
 
 

@@ -1,9 +1,11 @@
 """A real Kubernetes control plane (etcd, apiserver, controller-manager, scheduler) on 127.0.0.1.
 
-The binaries come from tests/k8s/build.sh. There is no kubelet: pods are scheduled and bound
-(including DRA allocation) but never run. Authentication uses a static token file: an admin in
-system:masters, plus the users that the default RBAC roles bind for the controller-manager and
-the scheduler. The apiserver serves with a certificate from a CA generated here.
+The binaries come from tests/k8s/build.sh, one directory per Kubernetes release
+(<bin>/v1.37, <bin>/v1.34: see releases()), with helm once in <bin>. There is no kubelet:
+pods are scheduled and bound (including DRA allocation) but never run. Authentication uses a
+static token file: an admin in system:masters, plus the users that the default RBAC roles bind
+for the controller-manager and the scheduler. The apiserver serves with a certificate from a
+CA generated here.
 """
 
 from __future__ import annotations
@@ -37,26 +39,50 @@ from kubernetes import client, config
 
 Obj = dict[str, Any]
 REPO_ROOT = Path(__file__).resolve().parents[2]
+K8S_DIR = REPO_ROOT / "tests" / "k8s"
 CONTROL_PLANE_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
-# Everything tests/k8s/build.sh produces; kubectl and helm are for tests that shell out.
-ALL_BINARIES = (*CONTROL_PLANE_BINARIES, "kubectl", "helm")
+# What tests/k8s/build.sh puts in each release's directory; kubectl is for tests that shell out.
+RELEASE_BINARIES = (*CONTROL_PLANE_BINARIES, "kubectl")
 BUILD_HINT = "tests/k8s/build.sh"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 # The node-lifecycle controller would taint fake Nodes (no kubelet heartbeats) as unreachable.
 DISABLED_CONTROLLERS = ("node-lifecycle-controller",)
 
 
+def releases(k8s_dir: Path = K8S_DIR) -> list[str]:
+    """The Kubernetes releases tests/k8s builds, newest first: each folder v<major>.<minor>
+    with a go.mod (update-gomod.sh writes them)."""
+    found = [d.parent.name for d in k8s_dir.glob("v*/go.mod")]
+    return sorted(found, key=lambda r: tuple(int(n) for n in r[1:].split(".")), reverse=True)
+
+
+def kubernetes_version(release: str, k8s_dir: Path = K8S_DIR) -> str:
+    """The k8s.io/kubernetes version that release's go.mod builds, e.g. "v1.37.2"."""
+    for line in (k8s_dir / release / "go.mod").read_text().splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "k8s.io/kubernetes":
+            return words[1]
+    raise ValueError(f"no k8s.io/kubernetes in {k8s_dir / release / 'go.mod'}")
+
+
 def find_bin_dir() -> Path:
-    """The directory holding the binaries: $GPU2DRA_BIN, else <repo>/.bin."""
+    """The directory build.sh fills: $GPU2DRA_BIN, else <repo>/.bin. It holds helm and one
+    directory of binaries per release."""
     env = os.environ.get("GPU2DRA_BIN")
     return Path(env) if env else REPO_ROOT / ".bin"
+
+
+def release_bin_dir(release: str | None = None) -> Path:
+    """The binaries of one release (the newest by default): <bin>/<release>."""
+    return find_bin_dir() / (release or releases()[0])
 
 
 def missing_binaries(
     bin_dir: Path | None = None, names: Sequence[str] = CONTROL_PLANE_BINARIES
 ) -> list[str]:
-    """Names of the binaries that are absent (or not executable) in bin_dir."""
-    directory = bin_dir or find_bin_dir()
+    """Names of the binaries that are absent (or not executable) in bin_dir (by default the
+    newest release's)."""
+    directory = bin_dir or release_bin_dir()
     return [n for n in names if not os.access(directory / n, os.X_OK)]
 
 
@@ -178,11 +204,21 @@ def _write_certificates(pki: Path) -> None:
 class ControlPlane:
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler in work_dir.
 
-    Use as a context manager, or call start() and stop(). Logs go to work_dir/logs.
+    bin_dir holds one release's binaries (release_bin_dir()); helm, the same for every
+    release, is by default the one beside that directory. Use as a context manager, or call
+    start() and stop(). Logs go to work_dir/logs.
     """
 
-    def __init__(self, bin_dir: Path, work_dir: Path, *, start_timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        bin_dir: Path,
+        work_dir: Path,
+        *,
+        helm: Path | None = None,
+        start_timeout: float = 120.0,
+    ) -> None:
         self.bin_dir = bin_dir
+        self.helm = helm or bin_dir.parent / "helm"
         self.work_dir = work_dir
         self.start_timeout = start_timeout
         self._pki = work_dir / "pki"

@@ -1,12 +1,15 @@
-"""The control plane itself, without the webhook: a hand-written ResourceClaimTemplate gets a
-ResourceClaim from the controller-manager and two fake GPUs from the scheduler. Also the
-harness around it: how tests/k8s/build.sh decides to rebuild, when the tests may skip, and
-which logs a failure leaves behind."""
+"""The control plane itself, without the webhook, on every release: each component reports the
+release it was built from, and a hand-written ResourceClaimTemplate gets a ResourceClaim from
+the controller-manager and two fake GPUs from the scheduler. Also the harness around it: how
+tests/k8s/build.sh decides to rebuild, when the tests may skip, and which logs a failure leaves
+behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -16,7 +19,13 @@ import pytest
 from kubernetes import client
 
 from tests.e2e.conftest import copy_logs, missing_tools
-from tests.e2e.controlplane import REPO_ROOT, ControlPlane
+from tests.e2e.controlplane import (
+    K8S_DIR,
+    RELEASE_BINARIES,
+    ControlPlane,
+    kubernetes_version,
+    releases,
+)
 from tests.e2e.fixtures import (
     GPU_DRIVER,
     allocated_devices,
@@ -28,13 +37,29 @@ from tests.e2e.fixtures import (
     wait_for_pod_scheduled,
 )
 
+pytestmark = pytest.mark.every_release
 
-def test_version_is_kubernetes_1_35(
-    control_plane: ControlPlane, api_client: client.ApiClient
+
+def test_every_component_reports_the_release_built(
+    control_plane: ControlPlane, api_client: client.ApiClient, release: str
 ) -> None:
+    """The version ldflags of build.sh: /version, kubectl (client-go's copy) and --version."""
+    want = kubernetes_version(release)  # from tests/k8s/<release>/go.mod, e.g. v1.37.2
+    assert want.startswith(f"{release}.")
     version = client.VersionApi(api_client).get_code()
-    assert version.git_version.startswith("v1.35."), version.git_version
-    assert (version.major, version.minor) == ("1", "35")
+    assert version.git_version == want
+    assert (version.major, version.minor) == tuple(release[1:].split("."))
+    assert version.git_tree_state == "clean"
+
+    shown = json.loads(control_plane.kubectl("version", "-o", "json"))
+    assert shown["clientVersion"]["gitVersion"] == want
+    assert shown["serverVersion"]["gitVersion"] == want
+    assert "warning" not in control_plane.run_kubectl("version").stderr.lower()  # no skew
+    for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        done = subprocess.run(
+            [str(control_plane.bin_dir / name), "--version"], capture_output=True, text=True
+        )
+        assert done.stdout.strip() == f"Kubernetes {want}", (name, done.stdout, done.stderr)
 
 
 @pytest.fixture
@@ -135,8 +160,12 @@ esac
 """
 
 
-def run_build(tmp_path: Path, go_version: str) -> tuple[str, str]:
-    """tests/k8s/build.sh into tmp_path/bin with the fake Go; (its output, the Go calls)."""
+def run_build(tmp_path: Path, go_version: str, *args: str) -> tuple[str, str]:
+    """build.sh, from a copy of tests/k8s in tmp_path/k8s (so a test may edit a go.mod), into
+    tmp_path/bin with the fake Go; (its output, the Go calls)."""
+    k8s = tmp_path / "k8s"
+    if not k8s.exists():
+        shutil.copytree(K8S_DIR, k8s)
     fake = tmp_path / "fake-go"
     fake.mkdir(exist_ok=True)
     (fake / "go").write_text(FAKE_GO)
@@ -151,7 +180,7 @@ def run_build(tmp_path: Path, go_version: str) -> tuple[str, str]:
         "GPU2DRA_BIN": str(tmp_path / "bin"),
     }
     done = subprocess.run(
-        ["bash", str(REPO_ROOT / "tests/k8s/build.sh")],
+        ["bash", str(k8s / "build.sh"), *args],
         env=env,
         capture_output=True,
         text=True,
@@ -161,28 +190,83 @@ def run_build(tmp_path: Path, go_version: str) -> tuple[str, str]:
     return done.stdout, calls.read_text()
 
 
+RELEASES = releases()
+NEWEST, OLDEST = RELEASES[0], RELEASES[-1]
+TIME = r"in \d+\.\d\ds"
+
+
+def built(release: str) -> str:
+    """build.sh's line for one release it built."""
+    names = " ".join(("etcd", *sorted(set(RELEASE_BINARIES) - {"etcd"})))
+    return f"built Kubernetes {kubernetes_version(release)}: {names} in "
+
+
+def test_releases_span_the_supported_range() -> None:
+    """The oldest is 1.34, the first release with resource.k8s.io/v1 (which gpu2dra needs);
+    each go.mod pins a patch of its own release."""
+    assert OLDEST == "v1.34" and NEWEST != OLDEST, RELEASES
+    for release in RELEASES:
+        assert kubernetes_version(release).startswith(f"{release}.")
+
+
 def test_build_is_a_timed_no_op_until_the_toolchain_changes(tmp_path: Path) -> None:
-    built, calls = run_build(tmp_path, "go1.99.0")
-    assert re.search(r"^built etcd .* helm in \d+\.\d\ds$", built, re.M), built
+    out, calls = run_build(tmp_path, "go1.99.0")
+    for release in RELEASES:
+        assert built(release) in out, out
+        assert (tmp_path / "bin" / release / "kube-apiserver").exists()
+        assert f"gitVersion={kubernetes_version(release)} " in calls
+    assert re.search(rf"^built helm {TIME}$", out, re.M), out
+    assert re.search(
+        rf"^control plane binaries for {' '.join(RELEASES)} ready in .* {TIME}$", out, re.M
+    ), out
     assert "build -mod=readonly" in calls
+    # helm assumes the newest release, as `helm template` without a cluster
+    (helm,) = [c for c in calls.splitlines() if c.startswith("install ")]
+    assert f"k8sVersionMinor={NEWEST.split('.')[1]} " in helm
 
     again, calls = run_build(tmp_path, "go1.99.0")
-    assert re.fullmatch(
-        rf"control plane binaries are current in {tmp_path}/bin"
-        r" \(go version go1\.99\.0 linux/amd64; checked in \d+\.\d\ds\)\n",
-        again,
-    ), again
+    current = [
+        rf"Kubernetes {r} binaries are current in {tmp_path}/bin/{r}"
+        rf" \(go version go1\.99\.0 linux/amd64; checked {TIME}\)"
+        for r in RELEASES
+    ]
+    current += [
+        rf"helm v\d+\.\d+\.\d+ is current in {tmp_path}/bin \(checked {TIME}\)",
+        rf"control plane binaries for {' '.join(RELEASES)} ready in {tmp_path}/bin {TIME}",
+    ]
+    assert re.fullmatch("".join(line + "\n" for line in current), again), again
     assert calls == "version\n", "a no-op builds nothing"
 
     upgraded, calls = run_build(tmp_path, "go1.99.1")
-    assert "built etcd" in upgraded and "build -mod=readonly" in calls
+    assert all(built(r) in upgraded for r in RELEASES) and "built helm" in upgraded
+    assert "build -mod=readonly" in calls
 
 
 def test_build_is_redone_when_a_binary_is_missing(tmp_path: Path) -> None:
     run_build(tmp_path, "go1.99.0")
-    (tmp_path / "bin" / "kubectl").unlink()
-    rebuilt, _ = run_build(tmp_path, "go1.99.0")
-    assert (tmp_path / "bin" / "kubectl").exists() and "built etcd" in rebuilt
+    (tmp_path / "bin" / OLDEST / "kubectl").unlink()
+    rebuilt, calls = run_build(tmp_path, "go1.99.0")
+    assert (tmp_path / "bin" / OLDEST / "kubectl").exists() and built(OLDEST) in rebuilt
+    assert f"Kubernetes {NEWEST} binaries are current" in rebuilt
+    assert kubernetes_version(NEWEST) not in calls
+
+
+def test_a_release_builds_the_tools_of_its_go_mod(tmp_path: Path) -> None:
+    """Only the release named is built; a `tool` line added to its go.mod is built into its
+    directory (as kubelet will be) and rebuilds that release alone."""
+    out, _ = run_build(tmp_path, "go1.99.0", OLDEST)
+    assert built(OLDEST) in out and "built helm" in out
+    assert not (tmp_path / "bin" / NEWEST).exists()
+
+    run_build(tmp_path, "go1.99.0")
+    go_mod = tmp_path / "k8s" / NEWEST / "go.mod"
+    go_mod.write_text(go_mod.read_text() + "\ntool k8s.io/kubernetes/cmd/kubelet\n")
+    out, calls = run_build(tmp_path, "go1.99.0")
+    assert f"Kubernetes {OLDEST} binaries are current" in out
+    assert f"built Kubernetes {kubernetes_version(NEWEST)}: etcd " in out
+    assert (tmp_path / "bin" / NEWEST / "kubelet").exists()
+    assert not (tmp_path / "bin" / OLDEST / "kubelet").exists()
+    assert "k8s.io/kubernetes/cmd/kubelet" in calls
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from app.webhook.certs import make_certs
-from tests.e2e.controlplane import ControlPlane, find_bin_dir
+from tests.e2e.controlplane import ControlPlane, kubernetes_version
 from tests.e2e.fixtures import (
     add_gpu_node,
     create_namespace,
@@ -303,7 +303,7 @@ def installed_release(
 ) -> Iterator[str]:
     """The chart's ConfigMap, Service and webhook configurations as installed in `release_ns`,
     in place of the test webhook's registration; no gpu2dra pod runs."""
-    docs = render_chart(plane.bin_dir / "helm", *values, namespace=release_ns)
+    docs = render_chart(plane.helm, *values, namespace=release_ns)
     kept = [
         d
         for d in docs
@@ -381,11 +381,13 @@ def test_service_with_a_ready_endpoint_passes(
     assert f"cannot reach gpu2dra.{release_ns}.svc:443" in checks["webhook-tls"]["summary"]
 
 
-# ---- extendedResourceName needs the DRAExtendedResource gate (alpha, off in 1.35) ---------
+# ---- extendedResourceName needs the DRAExtendedResource gate (alpha, off in 1.34/1.35) ----
 
 
 class GatedControlPlane(ControlPlane):
-    """A control plane whose API server keeps DeviceClass.spec.extendedResourceName."""
+    """A control plane of its own (the class would change how the shared one schedules
+    nvidia.com/gpu) whose API server keeps DeviceClass.spec.extendedResourceName: the gate is
+    GA and on by default from 1.37, where the flag changes nothing, and alpha before."""
 
     def _spawn(self, name: str, args: list[str]) -> None:
         if name == "kube-apiserver":
@@ -397,7 +399,7 @@ class GatedControlPlane(ControlPlane):
 def gated_plane(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
-    plane = GatedControlPlane(find_bin_dir(), tmp_path_factory.mktemp("gated-plane"))
+    plane = GatedControlPlane(control_plane.bin_dir, tmp_path_factory.mktemp("gated-plane"))
     try:
         plane.start()
         yield plane
@@ -457,14 +459,16 @@ class ApiServerOnly(ControlPlane):
     ids=["nothing", "v1beta2"],
 )
 def test_v1_not_served_fails(
-    control_plane: ControlPlane, tmp_path: Path, runtime_config: str, served: str
+    control_plane: ControlPlane, release: str, tmp_path: Path, runtime_config: str, served: str
 ) -> None:
-    with ApiServerOnly(find_bin_dir(), tmp_path, f"--runtime-config={runtime_config}") as plane:
+    flag = f"--runtime-config={runtime_config}"
+    with ApiServerOnly(control_plane.bin_dir, tmp_path, flag) as plane:
         code, checks = doctor(plane)
     assert code == 1
     check = checks["kubernetes"]
     assert check["status"] == "FAIL"
-    assert check["summary"] == f"v1.35.4: resource.k8s.io/v1 is not served {served}"
+    version = kubernetes_version(release)
+    assert check["summary"] == f"{version}: resource.k8s.io/v1 is not served {served}"
     assert check["fix"] == "enable the API with --runtime-config=resource.k8s.io/v1=true"
     for name in ("deviceclasses", "resourceslices"):
         assert checks[name]["summary"] == "not checked: resource.k8s.io/v1 is not served"
@@ -487,7 +491,7 @@ def test_commands_need_only_the_read_only_role(
     with a token bound to the chart's read-only role; then with the binding removed."""
     roles = [
         d
-        for d in render_chart(control_plane.bin_dir / "helm", "readOnlyRole.create=true")
+        for d in render_chart(control_plane.helm, "readOnlyRole.create=true")
         if d["kind"] == "ClusterRole" and "-readonly" in d["metadata"]["name"]
     ]
     assert {v for r in roles for rule in r.get("rules", []) for v in rule["verbs"]} <= {

@@ -60,7 +60,7 @@ def test_unreachable_api_server_at_start(control_plane: ControlPlane, tmp_path: 
     kubeconfig["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"  # nothing listens
     dead = tmp_path / "dead.kubeconfig"
     dead.write_text(yaml.safe_dump(kubeconfig))
-    hook = Webhook(tmp_path, dead, control_plane.bin_dir / "helm")
+    hook = Webhook(tmp_path, dead, control_plane.helm)
     hook.start("--api-timeout", "1", wait_for="/healthz")
     try:
         assert hook.get("/readyz")[0] == 503, "not ready before the caches have synced"

@@ -52,7 +52,7 @@ def hook(
 ) -> Iterator[Webhook]:
     """A webhook of this test's own (not registered), stopped afterwards."""
     create_nvidia_device_classes(api_client)
-    webhook = Webhook(tmp_path, control_plane.kubeconfig, control_plane.bin_dir / "helm")
+    webhook = Webhook(tmp_path, control_plane.kubeconfig, control_plane.helm)
     yield webhook
     assert webhook.stop() in (0, None)
 

@@ -133,7 +133,7 @@ def test_rolling_restart_behind_a_service_fails_no_pod_create(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     create_nvidia_device_classes(api_client)
-    helm = control_plane.bin_dir / "helm"
+    helm = control_plane.helm
     replicas = [
         Webhook(tmp_path_factory.mktemp(f"replica{i}"), control_plane.kubeconfig, helm)
         for i in range(2)

@@ -4,7 +4,8 @@ The pod and its patched form are both created with a server-side dry run and str
 validation: a pod the API server accepts must still be accepted once patched, and one it
 refuses must still be refused (gpu2dra neither breaks a pod nor quietly repairs one). The
 pods are the bad-input corpus's and random ones; the fuzz tests check the same rule against
-the 1.35 schemas, this checks it against Kubernetes' own validation."""
+the strict schemas, this checks it against Kubernetes' own validation, on every release
+tests/k8s builds (the oldest and the newest)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ POLICY = load_policy(CORPUS_POLICY)  # migration enabled everywhere
 CLUSTER = OfflineCluster(POLICY)
 MUTATOR = Mutator(POLICY)
 
+pytestmark = pytest.mark.every_release
 RANDOM = settings(
     max_examples=100,
     deadline=None,

@@ -1,5 +1,6 @@
 """gpu2dra against the real control plane: the API server calls the webhook, the
-controller-manager turns templates into claims, the scheduler allocates devices."""
+controller-manager turns templates into claims, the scheduler allocates devices. On every
+release tests/k8s builds: the oldest gpu2dra supports (1.34) as well as the newest."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from tests.e2e.webhook import Webhook
 
 Obj = dict[str, Any]
 MODE = "gpu2dra.io/migration"
+pytestmark = pytest.mark.every_release
 
 
 # ---- scenarios ---------------------------------------------------------------------------

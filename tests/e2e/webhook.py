@@ -273,7 +273,7 @@ def running_webhook(plane: Any, api: client.ApiClient, work_dir: Path) -> Iterat
     from tests.e2e.fixtures import create_nvidia_device_classes
 
     create_nvidia_device_classes(api)
-    hook = Webhook(work_dir, plane.kubeconfig, plane.bin_dir / "helm")
+    hook = Webhook(work_dir, plane.kubeconfig, plane.helm)
     hook.start()
     register(api, hook.rendered())
     try:

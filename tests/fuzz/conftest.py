@@ -20,25 +20,25 @@ import jsonpatch
 import orjson
 from kubernetes_validate import utils as kv
 
-from tests.unit.test_schemas import K8S_VERSION, pod_claim_errors
+from tests.unit.test_schemas import K8S_VERSIONS, pod_claim_errors
 
 Obj = dict[str, Any]
 
 CORPUS = Path(__file__).parent / "corpus"
 CORPUS_POLICY = CORPUS / "policy.yaml"  # the default policy, migration enabled by default
 
-# ---- the strict 1.35 schemas, every error at once -----------------------------------------
+# ---- the strict schemas of each tested release, every error at once -----------------------
 
 
 @functools.cache
-def _validator(api_version: str, kind: str) -> Any:
+def _validator(api_version: str, kind: str, k8s_version: str) -> Any:
     """kubernetes_validate.validate without re-reading the schema files on every call, and
     with `iter_errors`: the tests compare the errors before and after a patch."""
-    version = [v for v in kv.all_versions() if kv.major_minor(v) <= K8S_VERSION][-1]
+    version = [v for v in kv.all_versions() if kv.major_minor(v) <= k8s_version][-1]
     folder = f"kubernetes-json-schema/v{version}-local-strict"
     group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
-    schema = kv.schema_contents(f"{folder}/{kind.lower()}-{group}.json", K8S_VERSION)
-    definitions = kv.schema_contents(f"{folder}/_definitions.json", K8S_VERSION)
+    schema = kv.schema_contents(f"{folder}/{kind.lower()}-{group}.json", k8s_version)
+    definitions = kv.schema_contents(f"{folder}/_definitions.json", k8s_version)
     registry = kv.Resource.from_contents(definitions) @ (
         kv.Resource.from_contents(schema) @ kv.Registry()
     )
@@ -46,13 +46,14 @@ def _validator(api_version: str, kind: str) -> Any:
 
 
 def schema_errors(obj: Obj) -> set[str]:
-    """Each error as `path: message`; the place in a list of node selector requirements left
-    out, as removing a translated one moves the others."""
-    validator = _validator(obj["apiVersion"], obj["kind"])
+    """Each error of each release as `version: path: message`; the place in a list of node
+    selector requirements left out, as removing a translated one moves the others."""
     return {
-        re.sub(r"matchExpressions/\d+", "matchExpressions/*", "/".join(map(str, e.absolute_path)))
+        f"{version}: "
+        + re.sub(r"matchExpressions/\d+", "matchExpressions/*", "/".join(map(str, e.absolute_path)))
         + f": {e.message[:300]}"
-        for e in validator.iter_errors(obj)
+        for version in K8S_VERSIONS
+        for e in _validator(obj["apiVersion"], obj["kind"], version).iter_errors(obj)
     }
 
 

@@ -58,7 +58,7 @@ _VALID_TEMPLATES: set[str] = set()
 
 
 def check_result(result: Any) -> None:
-    """Every template /translate prints is valid 1.35 (each name checked once)."""
+    """Every template /translate prints is valid on each tested release (each name checked once)."""
     if not isinstance(result, dict):
         return
     for template in result["templates"]:

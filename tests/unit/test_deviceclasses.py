@@ -9,6 +9,7 @@ from app.cli import main
 from app.core.mig import device_class, mig_profile, plugin_resource
 from app.troubleshoot.cel.devices import class_selectors, devices_of, select
 from app.troubleshoot.deviceclasses import published_profiles, render
+from tests.e2e.controlplane import releases
 from tests.e2e.fixtures import gpu_devices, gpu_resource_slice
 
 SLICES = [
@@ -39,7 +40,7 @@ def test_each_class_selects_the_devices_of_its_profile_only() -> None:
         assert all(d.attributes["profile"] == {"string": profile} for d in chosen.selected)
 
 
-@pytest.mark.parametrize("version", ["1.35"])
+@pytest.mark.parametrize("version", [r.removeprefix("v") for r in releases()])
 def test_the_classes_are_valid_deviceclasses(version: str) -> None:
     for profile in ("1g.5gb", "1g.10gb+me", "1c.3g.20gb"):
         kubernetes_validate.validate(device_class(profile), version, strict=True)

@@ -1,5 +1,7 @@
-"""What gpu2dra emits is valid Kubernetes 1.35: the strict JSON schemas (unknown fields are
-errors, as under `kubectl --validate=strict`), plus the pod-claim rules the schemas cannot say.
+"""What gpu2dra emits is valid Kubernetes on every release the control plane is tested on
+(tests/k8s: the newest, 1.37, and the oldest gpu2dra supports, 1.34): the strict JSON schemas
+of each (unknown fields are errors, as under `kubectl --validate=strict`), plus the pod-claim
+rules the schemas cannot say.
 """
 
 from __future__ import annotations
@@ -15,17 +17,29 @@ from hypothesis import HealthCheck, given, settings
 from app.core.catalog import Catalog
 from app.core.policy import Policy
 from app.core.translate import translate
+from tests.e2e.controlplane import releases
 from tests.unit.test_properties import pod_specs, setups
 from tests.unit.test_translate import CASES, Case
 
 Obj = dict[str, Any]
 
-K8S_VERSION = "1.35"
+# The releases tests/k8s builds, newest first: ("1.37", "1.34").
+K8S_VERSIONS = tuple(release.removeprefix("v") for release in releases())
 
 
 def validate(obj: Obj) -> None:
-    """Raise kubernetes_validate.ValidationError unless `obj` fits the strict 1.35 schema."""
-    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    """Raise kubernetes_validate.ValidationError (its .version says which) unless `obj` fits
+    the strict schema of every release in K8S_VERSIONS."""
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_kubernetes_validate_has_each_release(version: str) -> None:
+    """kubernetes-validate falls back to an older schema for a release it lacks: bump its
+    minimum in pyproject.toml with a new release in tests/k8s."""
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
+    assert kubernetes_validate.validate(config_map, version, strict=True) == version
 
 
 def as_pod(spec: Obj) -> Obj:
