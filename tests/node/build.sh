@@ -66,7 +66,7 @@ rm -f "$stamp"
 export CGO_ENABLED=0
 
 containerd_version="$(awk '$1 == "github.com/containerd/containerd/v2" {print $2; exit}' containerd/go.mod)"
-echo "building containerd $containerd_version"
+echo "building containerd $containerd_version ($(elapsed))"
 (cd containerd && go build -mod=readonly -trimpath \
     -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version" \
     -o "$bin/" github.com/containerd/containerd/v2/cmd/{containerd,containerd-shim-runc-v2,ctr})
@@ -83,11 +83,11 @@ done
 # k8s.io/dynamic-resource-allocation v0.37 added DRAPlugin.WatchHealthStatus (plugin/health.go).
 tags=""
 ((k8s_minor < 37)) && tags="k8s_pre137"
-echo "building kubelet $k8s_version and gpu-kubelet-plugin"
+echo "building kubelet $k8s_version and gpu-kubelet-plugin ($(elapsed))"
 (cd plugin && go build -mod=readonly -trimpath -tags "$tags" -ldflags "$k8s_ldflags" \
     -o "$bin/" k8s.io/kubernetes/cmd/kubelet .)  # . is gpu-kubelet-plugin (the module name)
 
-echo "building images"
+echo "building images ($(elapsed))"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 gcc -static -Os -o "$scratch/pause" pause.c
