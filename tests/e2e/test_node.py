@@ -33,7 +33,14 @@ from tests.e2e.fixtures import (
 )
 from tests.e2e.webhook import Webhook
 from tests.missing import missing
-from tests.node.node import BUILD_HINT, BUSYBOX_IMAGE, RealNode, missing_node_tools
+from tests.node.node import (
+    BUILD_HINT,
+    BUSYBOX_IMAGE,
+    RealNode,
+    kubelet_version,
+    missing_node_tools,
+    skew_problem,
+)
 
 Obj = dict[str, Any]
 NODE_LOG_COPY_DIR = Path(__file__).parent / "node-logs"
@@ -69,6 +76,12 @@ def real_node(
         if shutil.which("go"):
             pytest.fail(message, pytrace=False)
         missing(f"Go is not installed to build the node: {message}")
+    # One kubelet release (tests/node/plugin/go.mod) for every control plane: outside the
+    # version-skew policy the node is not tested (an older control plane than the kubelet).
+    apiserver = client.VersionApi(api_client).get_code().git_version
+    problem = skew_problem(kubelet_version(bin_dir), apiserver)
+    if problem:
+        pytest.skip(f"no real node on this control plane: {problem}")
     failed_before = request.session.testsfailed
     node = RealNode(
         bin_dir,

@@ -81,6 +81,30 @@ def missing_node_tools(bin_dir: Path) -> list[str]:
     return missing
 
 
+def kubelet_version(bin_dir: Path) -> str:
+    """`kubelet --version` of the built kubelet, e.g. "v1.35.4"."""
+    done = subprocess.run(
+        [str(bin_dir / "kubelet"), "--version"], capture_output=True, text=True, check=True
+    )
+    return done.stdout.split()[-1]
+
+
+def skew_problem(kubelet: str, apiserver: str) -> str | None:
+    """Why a kubelet of this version may not join this apiserver (Kubernetes' version-skew
+    policy: not newer, at most three minor versions older), or None."""
+
+    def minor(version: str) -> tuple[int, int]:
+        major, minor, *_ = version.lstrip("v").split(".")
+        return int(major), int(minor)
+
+    (k_major, k_minor), (a_major, a_minor) = minor(kubelet), minor(apiserver)
+    if (k_major, k_minor) > (a_major, a_minor):
+        return f"kubelet {kubelet} is newer than kube-apiserver {apiserver}"
+    if k_major != a_major or a_minor - k_minor > 3:
+        return f"kubelet {kubelet} is more than three minor versions older than {apiserver}"
+    return None
+
+
 def node_ip() -> str:
     """The first global-scope IPv4 address of this machine (no traffic is sent anywhere)."""
     done = subprocess.run(
