@@ -329,7 +329,9 @@ state = "{d / "state"}"
         self._spawn(
             "gpu-kubelet-plugin",
             [
-                f"--kubeconfig={self.plane.kubeconfig}",
+                # The node's identity, not the admin's: the Node authorizer lets it publish
+                # this node's ResourceSlices and read the claims of the pods bound here.
+                f"--kubeconfig={self.work_dir / 'kubelet.kubeconfig'}",
                 f"--node-name={self.name}",
                 f"--devices={inventory}",
                 f"--cdi-dir={self.cdi_dir}",
