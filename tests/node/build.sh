@@ -101,7 +101,7 @@ image() {
     umoci unpack --image "$layout:$name" "$bundle"
     "$@" "$bundle/rootfs"
     umoci repack --image "$layout:$name" "$bundle"
-    umoci config --image "$layout:$name" --config.cmd "$cmd" --os linux --architecture amd64
+    umoci config --image "$layout:$name" --config.cmd "$cmd" --os linux --architecture "$(go env GOARCH)"
     rm -f "$bin/images/$name.tar"
     skopeo copy --quiet "oci:$layout:$name" "docker-archive:$bin/images/$name.tar:localhost/$name:1"
 }

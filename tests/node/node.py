@@ -170,7 +170,7 @@ class RealNode:
             raise NodeError("a real node needs root (mounts, cgroups, network namespaces)")
         self._absent_at_start = [p for p in FIXED_PATHS if not p.exists()]
         self._bridge_existed = Path(f"/sys/class/net/{NODE_BRIDGE}").exists()
-        self._cgroups_existed = any(CGROUP_ROOT.glob("*/kubepods"))
+        self._cgroups_existed = bool(_kubepods_cgroups())
         self.ip = node_ip()
         for directory in (self.log_dir, self.cdi_dir, self.kubelet_root, self._containerd_dir):
             directory.mkdir(parents=True, exist_ok=True)
@@ -279,8 +279,7 @@ state = "{d / "state"}"
 
     def _import_images(self) -> None:
         for image in IMAGES:
-            # Imported images without a platform match only with --all-platforms off; the
-            # images are linux/amd64 (build.sh), as is the node.
+            # ctr imports the host platform's image only; build.sh builds for this machine.
             self.ctr("images", "import", str(self.bin_dir / "images" / f"{image}.tar"))
 
     def _start_kubelet(self) -> None:
@@ -489,7 +488,7 @@ state = "{d / "state"}"
         if not self._bridge_existed:
             subprocess.run(["ip", "link", "delete", NODE_BRIDGE], capture_output=True, check=False)
         if not self._cgroups_existed:
-            for top in CGROUP_ROOT.glob("*/kubepods"):
+            for top in _kubepods_cgroups():
                 for directory in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True):
                     if directory.is_dir():
                         with contextlib.suppress(OSError):
@@ -514,6 +513,11 @@ state = "{d / "state"}"
                 )
         with contextlib.suppress(Exception):
             client.CoreV1Api(self.api).delete_node(self.name)
+
+
+def _kubepods_cgroups() -> list[Path]:
+    """The kubelet's top cgroups (cgroupfs driver): one per v1 controller, or one on v2."""
+    return [p for p in (*CGROUP_ROOT.glob("*/kubepods"), CGROUP_ROOT / "kubepods") if p.is_dir()]
 
 
 def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
