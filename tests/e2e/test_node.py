@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -359,9 +358,10 @@ def test_deleted_pod_releases_its_devices(
     assert devices_seen(environment(control_plane, node_ns, "first", "main")) == set(FULL_GPUS)
 
     control_plane.create(node_ns, pod("second", [container("main", everything)]))
-    time.sleep(3)
-    assert read_pod(api_client, node_ns, "second")["spec"].get("nodeName") is None, (
-        "every GPU is taken: the second pod must wait"
+    wait_for(
+        lambda: _unschedulable(api_client, node_ns, "second"),
+        30,
+        "the scheduler to find no free GPUs for the second pod",
     )
 
     core = client.CoreV1Api(api_client)
@@ -417,6 +417,15 @@ def test_sharing_config_reaches_the_container(
     (device,) = devices_seen(env)
     sharing = {k: v for k, v in env.items() if k.startswith(SHARING_VAR)}
     assert sharing == {SHARING_VAR + device.upper().replace("-", "_"): "TimeSlicing"}
+
+
+def _unschedulable(api: client.ApiClient, namespace: str, name: str) -> bool:
+    current = read_pod(api, namespace, name)
+    assert not current["spec"].get("nodeName"), "every GPU is taken: the second pod must wait"
+    return any(
+        c.get("reason") == "Unschedulable" and "cannot allocate all claims" in c.get("message", "")
+        for c in current.get("status", {}).get("conditions") or []
+    )
 
 
 def _gone(core: client.CoreV1Api, namespace: str, name: str) -> bool:
