@@ -107,13 +107,14 @@ func run(kubeconfig, nodeName, inventory, cdiDir, registrarDir, pluginDir string
 	for _, device := range devices {
 		p.devices[device.Name] = device
 	}
-	helper, err := kubeletplugin.Start(ctx, p,
+	options := append([]kubeletplugin.Option{
 		kubeletplugin.DriverName(driverName),
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.NodeName(nodeName),
 		kubeletplugin.RegistrarDirectoryPath(registrarDir),
 		kubeletplugin.PluginDataDirectoryPath(pluginDir),
-	)
+	}, releaseOptions...)
+	helper, err := kubeletplugin.Start(ctx, p, options...)
 	if err != nil {
 		return fmt.Errorf("start kubelet plugin: %w", err)
 	}
