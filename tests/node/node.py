@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -172,6 +173,13 @@ class RealNode:
         self._bridge_existed = Path(f"/sys/class/net/{NODE_BRIDGE}").exists()
         self._cgroups_existed = bool(_kubepods_cgroups())
         self.ip = node_ip()
+        with socket.socket() as probe:
+            try:
+                probe.bind((self.ip, KUBELET_PORT))
+            except OSError as error:
+                raise NodeError(
+                    f"{self.ip}:{KUBELET_PORT} is taken ({error}): a kubelet still running?"
+                ) from error
         for directory in (self.log_dir, self.cdi_dir, self.kubelet_root, self._containerd_dir):
             directory.mkdir(parents=True, exist_ok=True)
         try:
