@@ -90,12 +90,15 @@ def real_node(
         devices=NODE_DEVICES,
         api=api_client,
     )
+    started = False
     try:
         node.start()
+        started = True
         yield node
     finally:
         node.stop()
-        if request.session.testsfailed > failed_before and node.log_dir.is_dir():
+        failed = not started or request.session.testsfailed > failed_before
+        if failed and node.log_dir.is_dir():
             shutil.rmtree(NODE_LOG_COPY_DIR, ignore_errors=True)
             shutil.copytree(node.log_dir, NODE_LOG_COPY_DIR)
 
