@@ -12,6 +12,8 @@ cd "$(dirname "$0")/.."
 # end-to-end tests skip, except in CI, where that fails the run.
 if command -v go >/dev/null || [ "${CI:-}" = true ]; then
   bash tests/k8s/build.sh
+  # The real node of tests/e2e/test_node.py (containerd, kubelet, DRA plugin) runs as root.
+  if [ "$(id -u)" = 0 ]; then bash tests/node/build.sh; fi
 else
   echo "tests/run.sh: Go not found; the end-to-end, chart and helm tests will be skipped" >&2
 fi

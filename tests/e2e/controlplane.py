@@ -47,6 +47,8 @@ BUILD_HINT = "tests/k8s/build.sh"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 # The node-lifecycle controller would taint fake Nodes (no kubelet heartbeats) as unreachable.
 DISABLED_CONTROLLERS = ("node-lifecycle-controller",)
+# The one real node (tests/node): its kubelet is system:node:<name> in system:nodes.
+REAL_NODE_NAME = "e2e-node"
 
 
 def releases(k8s_dir: Path = K8S_DIR) -> list[str]:
@@ -231,6 +233,7 @@ class ControlPlane:
             "kube-controller-manager": secrets.token_hex(16),
             "kube-scheduler": secrets.token_hex(16),
         }
+        self._node_token = secrets.token_hex(16)
         self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
 
     @property
@@ -315,6 +318,8 @@ class ControlPlane:
         lines += [
             f"{token},system:{name},system:{name}" for name, token in self._component_tokens.items()
         ]
+        node_user = f"system:node:{REAL_NODE_NAME}"
+        lines.append(f'{self._node_token},{node_user},{node_user},"system:nodes"')
         tokens.write_text("\n".join(lines) + "\n")
         tokens.chmod(0o600)
         self._write_kubeconfig(self._kubeconfig, "admin", self._admin_token)
@@ -343,6 +348,8 @@ class ControlPlane:
                 # Without kube-proxy, a webhook registered by Service is reached through the
                 # Service's EndpointSlices (the aggregator's resolver), not its ClusterIP.
                 "--enable-aggregator-routing=true",
+                # kubectl exec/logs reach the real node's kubelet by its IP (no DNS here).
+                "--kubelet-preferred-address-types=InternalIP",
             ],
         )
         self._wait_http(
@@ -404,6 +411,10 @@ class ControlPlane:
             ],
         )
         self._wait_http(name, f"https://127.0.0.1:{port}/readyz", lambda b: b.strip() == b"ok")
+
+    def write_node_kubeconfig(self, path: Path) -> None:
+        """A kubeconfig for the kubelet of REAL_NODE_NAME (Node authorizer, NodeRestriction)."""
+        self._write_kubeconfig(path, f"system:node:{REAL_NODE_NAME}", self._node_token)
 
     def _write_kubeconfig(self, path: Path, user: str, token: str) -> None:
         kubeconfig = {

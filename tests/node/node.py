@@ -1,0 +1,539 @@
+"""A real node for the end-to-end tests: containerd, runc, the kubelet and a fake NVIDIA DRA
+kubelet plugin (tests/node/plugin), all host processes, joined to the e2e control plane.
+
+tests/node/build.sh builds them into <GPU2DRA_BIN or .bin>/node. RealNode.start() writes the
+configurations under work_dir, starts containerd (CRI with CDI on), imports the local pause
+and busybox images, starts the kubelet as REAL_NODE_NAME and the plugin with the device
+inventory it is given, and waits until the Node is Ready and its ResourceSlice is published.
+stop() removes what the node ran and wrote: the pods' containers, every process it started
+(by PID), the mounts under work_dir, and the paths outside it that the kubelet, containerd
+and CNI create (only those that did not exist before start).
+
+Needs root and Linux. The node uses the machine's own non-loopback IPv4 address (the kubelet
+rejects a loopback node IP), the kubelet's fixed ports 10250 and 10248, a bridge named
+NODE_BRIDGE and 10.88.0.0/16 for pod IPs. Pods must use `imagePullPolicy: Never` with
+BUSYBOX_IMAGE: nothing is ever pulled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+Obj = dict[str, Any]
+
+BUILD_HINT = "tests/node/build.sh"
+NODE_BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr", "kubelet", "gpu-kubelet-plugin")
+IMAGES = ("pause", "busybox")
+PAUSE_IMAGE = "localhost/pause:1"
+BUSYBOX_IMAGE = "localhost/busybox:1"
+RUNC = Path("/usr/sbin/runc")
+CNI_BIN_DIR = Path("/usr/lib/cni")
+NODE_BRIDGE = "gpu2dra0"
+POD_SUBNET = "10.88.0.0/16"
+KUBELET_PORT = 10250
+DRIVER = "gpu.nvidia.com"
+CONTAINERD_NAMESPACE = "k8s.io"
+# Written by the kubelet, containerd or CNI whatever their configured directories: removed at
+# stop when they did not exist at start.
+FIXED_PATHS = (
+    Path("/var/lib/kubelet"),
+    Path("/var/log/containers"),
+    Path("/var/log/pods"),
+    Path("/var/lib/cni"),
+    Path("/run/containerd"),
+    Path("/var/run/netns"),
+)
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+class NodeError(RuntimeError):
+    pass
+
+
+class ControlPlaneLike(Protocol):
+    """What the node needs of tests.e2e.controlplane.ControlPlane."""
+
+    @property
+    def kubeconfig(self) -> Path: ...
+
+    def write_node_kubeconfig(self, path: Path) -> None: ...
+
+
+def missing_node_tools(bin_dir: Path) -> list[str]:
+    """What tests/node/build.sh should have made or installed but is not there."""
+    missing = [n for n in NODE_BINARIES if not os.access(bin_dir / n, os.X_OK)]
+    missing += [
+        f"images/{n}.tar" for n in IMAGES if not (bin_dir / "images" / f"{n}.tar").is_file()
+    ]
+    host = (RUNC, *(CNI_BIN_DIR / p for p in ("bridge", "host-local", "loopback")))
+    missing += [str(p) for p in host if not p.exists()]
+    return missing
+
+
+def kubelet_version(bin_dir: Path) -> str:
+    """`kubelet --version` of the built kubelet, e.g. "v1.35.4"."""
+    done = subprocess.run(
+        [str(bin_dir / "kubelet"), "--version"], capture_output=True, text=True, check=True
+    )
+    return done.stdout.split()[-1]
+
+
+def skew_problem(kubelet: str, apiserver: str) -> str | None:
+    """Why a kubelet of this version may not join this apiserver (Kubernetes' version-skew
+    policy: not newer, at most three minor versions older), or None."""
+
+    def minor(version: str) -> tuple[int, int]:
+        major, minor, *_ = version.lstrip("v").split(".")
+        return int(major), int(minor)
+
+    (k_major, k_minor), (a_major, a_minor) = minor(kubelet), minor(apiserver)
+    if (k_major, k_minor) > (a_major, a_minor):
+        return f"kubelet {kubelet} is newer than kube-apiserver {apiserver}"
+    if k_major != a_major or a_minor - k_minor > 3:
+        return f"kubelet {kubelet} is more than three minor versions older than {apiserver}"
+    return None
+
+
+def node_ip() -> str:
+    """The first global-scope IPv4 address of this machine (no traffic is sent anywhere)."""
+    done = subprocess.run(
+        ["ip", "-4", "-json", "addr", "show", "scope", "global"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for link in json.loads(done.stdout):
+        if link.get("ifname") == NODE_BRIDGE:
+            continue
+        for address in link.get("addr_info", []):
+            if address.get("family") == "inet":
+                return str(address["local"])
+    raise NodeError("no global IPv4 address for the node (the kubelet refuses loopback)")
+
+
+def _die_with_parent() -> None:
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class RealNode:
+    """containerd + kubelet + gpu-kubelet-plugin in work_dir; logs in work_dir/logs."""
+
+    def __init__(
+        self,
+        bin_dir: Path,
+        work_dir: Path,
+        plane: ControlPlaneLike,
+        *,
+        name: str,
+        devices: Sequence[Obj],
+        api: Any,
+        start_timeout: float = 120.0,
+    ) -> None:
+        self.bin_dir = bin_dir
+        self.work_dir = work_dir
+        self.plane = plane
+        self.name = name
+        self.devices = list(devices)
+        self.api = api  # kubernetes.client.ApiClient with admin rights
+        self.start_timeout = start_timeout
+        self.ip = ""
+        self.log_dir = work_dir / "logs"
+        self.cdi_dir = work_dir / "cdi"
+        self.kubelet_root = work_dir / "kubelet"
+        self._containerd_dir = work_dir / "containerd"
+        self._socket = self._containerd_dir / "containerd.sock"
+        self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self._absent_at_start: list[Path] = []
+        self._bridge_existed = True
+        self._cgroups_existed = True
+
+    # -- start ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        missing = missing_node_tools(self.bin_dir)
+        if missing:
+            raise NodeError(f"missing {', '.join(missing)} in {self.bin_dir}: run {BUILD_HINT}")
+        if os.geteuid() != 0:
+            raise NodeError("a real node needs root (mounts, cgroups, network namespaces)")
+        self._absent_at_start = [p for p in FIXED_PATHS if not p.exists()]
+        self._bridge_existed = Path(f"/sys/class/net/{NODE_BRIDGE}").exists()
+        self._cgroups_existed = bool(_kubepods_cgroups())
+        self.ip = node_ip()
+        with socket.socket() as probe:
+            try:
+                probe.bind((self.ip, KUBELET_PORT))
+            except OSError as error:
+                raise NodeError(
+                    f"{self.ip}:{KUBELET_PORT} is taken ({error}): a kubelet still running?"
+                ) from error
+        for directory in (self.log_dir, self.cdi_dir, self.kubelet_root, self._containerd_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start_containerd()
+            self._import_images()
+            self._start_kubelet()
+            self._start_plugin()
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _env(self) -> dict[str, str]:
+        # containerd finds containerd-shim-runc-v2 on PATH.
+        return {**os.environ, "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+
+    def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        with (self.log_dir / f"{name}.log").open("ab") as log:
+            process = subprocess.Popen(
+                [str(self.bin_dir / name), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.work_dir,
+                env=self._env(),
+                preexec_fn=_die_with_parent,
+            )
+        self._processes.append((name, process))
+        return process
+
+    def _start_containerd(self) -> None:
+        d = self._containerd_dir
+        cni_conf = d / "cni" / "conf"
+        cni_conf.mkdir(parents=True, exist_ok=True)
+        conflist = {
+            "cniVersion": "1.0.0",
+            "name": "gpu2dra-e2e",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": NODE_BRIDGE,
+                    "isGateway": False,
+                    "ipMasq": False,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": POD_SUBNET}]],
+                        "dataDir": str(d / "cni" / "ipam"),
+                    },
+                },
+                {"type": "loopback"},
+            ],
+        }
+        (cni_conf / "10-gpu2dra.conflist").write_text(json.dumps(conflist, indent=2))
+        runtime = 'plugins."io.containerd.cri.v1.runtime"'
+        config = f"""version = 3
+root = "{d / "root"}"
+state = "{d / "state"}"
+[grpc]
+  address = "{self._socket}"
+[ttrpc]
+  address = "{self._socket}.ttrpc"
+[plugins."io.containerd.cri.v1.images".pinned_images]
+  sandbox = "{PAUSE_IMAGE}"
+[{runtime}]
+  enable_cdi = true
+  cdi_spec_dirs = ["{self.cdi_dir}"]
+  # The VM lacks CAP_SYS_RESOURCE: without this every sandbox fails in runc's nsexec.
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [{runtime}.containerd.runtimes.runc.options]
+    SystemdCgroup = false
+    BinaryName = "{RUNC}"
+    Root = "{d / "runc"}"
+  [{runtime}.cni]
+    bin_dirs = ["{CNI_BIN_DIR}"]
+    conf_dir = "{cni_conf}"
+"""
+        (d / "config.toml").write_text(config)
+        self._spawn("containerd", ["--config", str(d / "config.toml")])
+        self._wait(
+            "containerd",
+            lambda: self.ctr("version", check=False).returncode == 0,
+            "containerd to answer on its socket",
+        )
+
+    def ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """`ctr` on this node's containerd, in the CRI namespace."""
+        done = subprocess.run(
+            [
+                str(self.bin_dir / "ctr"),
+                "--address",
+                str(self._socket),
+                "--namespace",
+                CONTAINERD_NAMESPACE,
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=self._env(),
+        )
+        if check and done.returncode != 0:
+            raise NodeError(f"ctr {' '.join(args)}: {done.stderr.strip()}")
+        return done
+
+    def _import_images(self) -> None:
+        for image in IMAGES:
+            # ctr imports the host platform's image only; build.sh builds for this machine.
+            self.ctr("images", "import", str(self.bin_dir / "images" / f"{image}.tar"))
+
+    def _start_kubelet(self) -> None:
+        root = self.kubelet_root
+        kubeconfig = self.work_dir / "kubelet.kubeconfig"
+        self.plane.write_node_kubeconfig(kubeconfig)
+        config = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "failCgroupV1": False,  # 1.35 refuses cgroup v1 hosts by default
+            "cgroupDriver": "cgroupfs",
+            "failSwapOn": False,
+            "containerRuntimeEndpoint": f"unix://{self._socket}",
+            "address": self.ip,
+            "port": KUBELET_PORT,
+            "readOnlyPort": 0,
+            # Test only: the apiserver has no kubelet client certificate, so kubectl exec and
+            # logs reach the kubelet anonymously.
+            "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+            "authorization": {"mode": "AlwaysAllow"},
+            "podLogsDir": str(self.work_dir / "pod-logs"),
+            "resolvConf": "/etc/resolv.conf",
+            "clusterDomain": "cluster.local",
+            "imageGCHighThresholdPercent": 100,
+            "evictionHard": {},
+            "registerNode": True,
+        }
+        config_file = self.work_dir / "kubelet.yaml"
+        config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+        self._spawn(
+            "kubelet",
+            [
+                f"--config={config_file}",
+                f"--kubeconfig={kubeconfig}",
+                f"--root-dir={root}",
+                f"--cert-dir={root / 'pki'}",
+                f"--hostname-override={self.name}",
+                f"--node-ip={self.ip}",
+                "--v=2",
+            ],
+        )
+
+    def _start_plugin(self) -> None:
+        inventory = self.work_dir / "devices.json"
+        inventory.write_text(json.dumps(self.devices, indent=2))
+        self._spawn(
+            "gpu-kubelet-plugin",
+            [
+                # The node's identity, not the admin's: the Node authorizer lets it publish
+                # this node's ResourceSlices and read the claims of the pods bound here.
+                f"--kubeconfig={self.work_dir / 'kubelet.kubeconfig'}",
+                f"--node-name={self.name}",
+                f"--devices={inventory}",
+                f"--cdi-dir={self.cdi_dir}",
+                f"--registrar-dir={self.kubelet_root / 'plugins_registry'}",
+                f"--plugin-dir={self.kubelet_root / 'plugins' / DRIVER}",
+                "--v=4",
+            ],
+        )
+
+    def _wait_ready(self) -> None:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        core = client.CoreV1Api(self.api)
+
+        def ready() -> bool:
+            try:
+                node = core.read_node(self.name)
+            except ApiException as error:
+                if error.status == 404:
+                    return False
+                raise
+            conditions = (node.status and node.status.conditions) or []
+            return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+        self._wait("kubelet", ready, f"node {self.name} to be Ready")
+        # The TaintNodesByCondition admission plugin taints a new Node not-ready; the
+        # node-lifecycle controller that would lift it is off in the e2e control plane.
+        core.patch_node(self.name, {"spec": {"taints": None}})
+        custom = client.CustomObjectsApi(self.api)
+
+        def published() -> bool:
+            slices = custom.list_cluster_custom_object(
+                "resource.k8s.io",
+                "v1",
+                "resourceslices",
+                field_selector=f"spec.nodeName={self.name},spec.driver={DRIVER}",
+            )["items"]
+            names = {d["name"] for s in slices for d in s["spec"].get("devices", [])}
+            return names == {d["name"] for d in self.devices}
+
+        self._wait("gpu-kubelet-plugin", published, f"the ResourceSlice of {self.name}")
+
+    def _wait(self, name: str, probe: Callable[[], bool], what: str) -> None:
+        """Poll probe until true; fail early when any of the node's processes exited."""
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            for process_name, process in self._processes:
+                if process.poll() is not None:
+                    raise NodeError(
+                        f"{process_name} exited with {process.returncode} while waiting for "
+                        f"{what}:\n{self.log_tail(process_name)}"
+                    )
+            with contextlib.suppress(Exception):
+                if probe():
+                    return
+            time.sleep(0.25)
+        raise NodeError(
+            f"timed out after {self.start_timeout:.0f}s waiting for {what}:\n" + self.log_tail(name)
+        )
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.log_dir / f"{name}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return f"--- last lines of {path} ---\n" + "\n".join(text.splitlines()[-lines:])
+
+    # -- what tests look at --------------------------------------------------------------------
+
+    def cdi_specs(self) -> dict[str, Obj]:
+        """The plugin's CDI specs by file name (one per prepared claim)."""
+        return {p.name: json.loads(p.read_text()) for p in sorted(self.cdi_dir.glob("*.json"))}
+
+    # -- stop ----------------------------------------------------------------------------------
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop everything this node started and remove what it left behind."""
+        processes = dict(self._processes)
+        if "kubelet" in processes and processes["kubelet"].poll() is None:
+            self._delete_pods()
+        for name in ("gpu-kubelet-plugin", "kubelet"):
+            if name in processes:
+                _terminate(processes[name], timeout)
+        if "containerd" in processes and processes["containerd"].poll() is None:
+            self._remove_containers()
+        if "containerd" in processes:
+            _terminate(processes["containerd"], timeout)
+        self._processes = []
+        self._kill_leftover_shims()
+        self._unmount_all()
+        self._remove_host_state()
+        self._delete_node_object()
+
+    def _delete_pods(self) -> None:
+        """Delete the pods bound here and give the kubelet time to stop their containers
+        (and the plugin to unprepare their claims)."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.api)
+        with contextlib.suppress(Exception):
+            pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={self.name}")
+            for pod in pods.items:
+                with contextlib.suppress(Exception):
+                    core.delete_namespaced_pod(
+                        pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0
+                    )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            tasks = self.ctr("tasks", "list", "--quiet", check=False)
+            if tasks.returncode != 0 or not tasks.stdout.strip():
+                return
+            time.sleep(0.5)
+
+    def _remove_containers(self) -> None:
+        tasks = self.ctr("tasks", "list", "--quiet", check=False).stdout.split()
+        for task in tasks:
+            self.ctr("tasks", "kill", "--signal", "SIGKILL", task, check=False)
+        for task in tasks:
+            self.ctr("tasks", "delete", "--force", task, check=False)
+        for container in self.ctr("containers", "list", "--quiet", check=False).stdout.split():
+            self.ctr("containers", "delete", container, check=False)
+
+    def _kill_leftover_shims(self) -> None:
+        """Shims detach from containerd; end those of this node's containerd, by PID."""
+        shim = str(self.bin_dir / "containerd-shim-runc-v2")
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                exe = os.readlink(proc / "exe")
+                cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if exe == shim and str(self._socket).encode() in cmdline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(proc.name), signal.SIGKILL)
+
+    def _unmount_all(self) -> None:
+        """Unmount everything under work_dir, deepest first (the kubelet bind-mounts its root
+        dir onto itself; containerd mounts rootfs overlays and network namespaces)."""
+        prefix = str(self.work_dir)
+        for _ in range(5):
+            mounts = []
+            for line in Path("/proc/self/mountinfo").read_text().splitlines():
+                point = line.split()[4].encode().decode("unicode_escape")
+                if point == prefix or point.startswith(prefix + "/"):
+                    mounts.append(point)
+            if not mounts:
+                return
+            for point in sorted(mounts, key=len, reverse=True):
+                subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+
+    def _remove_host_state(self) -> None:
+        for path in self._absent_at_start:
+            shutil.rmtree(path, ignore_errors=True)
+        if not self._bridge_existed:
+            subprocess.run(["ip", "link", "delete", NODE_BRIDGE], capture_output=True, check=False)
+        if not self._cgroups_existed:
+            for top in _kubepods_cgroups():
+                for directory in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+                    if directory.is_dir():
+                        with contextlib.suppress(OSError):
+                            directory.rmdir()
+                with contextlib.suppress(OSError):
+                    top.rmdir()
+
+    def _delete_node_object(self) -> None:
+        from kubernetes import client
+
+        custom = client.CustomObjectsApi(self.api)
+        with contextlib.suppress(Exception):
+            slices = custom.list_cluster_custom_object(
+                "resource.k8s.io",
+                "v1",
+                "resourceslices",
+                field_selector=f"spec.nodeName={self.name},spec.driver={DRIVER}",
+            )["items"]
+            for item in slices:
+                custom.delete_cluster_custom_object(
+                    "resource.k8s.io", "v1", "resourceslices", item["metadata"]["name"]
+                )
+        with contextlib.suppress(Exception):
+            client.CoreV1Api(self.api).delete_node(self.name)
+
+
+def _kubepods_cgroups() -> list[Path]:
+    """The kubelet's top cgroups (cgroupfs driver): one per v1 controller, or one on v2."""
+    return [p for p in (*CGROUP_ROOT.glob("*/kubepods"), CGROUP_ROOT / "kubepods") if p.is_dir()]
+
+
+def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
