@@ -65,7 +65,7 @@ class Workload:
     # for in extendedResourceName, and gpu2dra leaves it), or "device plugin": only the last
     # is left to migrate.
     path: str = "device plugin"
-    deferred: bool = False  # gpu2dra would leave it to the in-tree path even where enabled
+    translates: bool = False  # gpu2dra translates its pods where enabled
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +123,7 @@ def workload_of(
             dict.fromkeys(n.text for n in result.notes if not n.text.startswith(IN_TREE))
         ),
         path="in-tree" if native else "device plugin",
-        deferred=native and any(n.text.startswith(IN_TREE) for n in result.notes),
+        translates=bool(result.templates),
     )
 
 
@@ -180,8 +180,9 @@ def build(
 
 
 def _path(w: Workload, mode: str) -> Workload:
-    """Where it runs: enabled namespaces translate what gpu2dra does not defer."""
-    if mode == "enabled" and not w.deferred:
+    """Where its pods run: enabled namespaces translate what gpu2dra can (not what it leaves
+    to the in-tree path, skips or cannot translate)."""
+    if mode == "enabled" and w.translates:
         return replace(w, path="gpu2dra")
     return w
 

@@ -381,50 +381,6 @@ def test_service_with_a_ready_endpoint_passes(
     assert f"cannot reach gpu2dra.{release_ns}.svc:443" in checks["webhook-tls"]["summary"]
 
 
-# ---- extendedResourceName needs the DRAExtendedResource gate (alpha, off in 1.34/1.35) ----
-
-
-class GatedControlPlane(ControlPlane):
-    """A control plane of its own (the class would change how the shared one schedules
-    nvidia.com/gpu) whose API server keeps DeviceClass.spec.extendedResourceName: the gate is
-    GA and on by default from 1.37, where the flag changes nothing, and alpha before."""
-
-    def _spawn(self, name: str, args: list[str]) -> None:
-        if name == "kube-apiserver":
-            args = [*args, "--feature-gates=DRAExtendedResource=true"]
-        super()._spawn(name, args)
-
-
-@pytest.fixture(scope="module")
-def gated_plane(
-    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ControlPlane]:
-    plane = GatedControlPlane(control_plane.bin_dir, tmp_path_factory.mktemp("gated-plane"))
-    try:
-        plane.start()
-        yield plane
-    finally:
-        plane.stop()
-
-
-def test_device_class_with_extended_resource_name_warns(gated_plane: ControlPlane) -> None:
-    with gated_plane.api_client() as api:
-        body = device_class("gpu.nvidia.com", "gpu")
-        body["spec"]["extendedResourceName"] = "nvidia.com/gpu"
-        custom = client.CustomObjectsApi(api)
-        custom.create_cluster_custom_object(*RESOURCE, "deviceclasses", body)
-        custom.create_cluster_custom_object(
-            *RESOURCE, "deviceclasses", device_class("mig.nvidia.com", "mig")
-        )
-        stored = custom.get_cluster_custom_object(*RESOURCE, "deviceclasses", "gpu.nvidia.com")
-        assert stored["spec"].get("extendedResourceName") == "nvidia.com/gpu"
-    _, checks = doctor(gated_plane)
-    check = checks["deviceclasses"]
-    assert check["status"] == "WARN"
-    assert "gpu.nvidia.com serves nvidia.com/gpu" in check["summary"]
-    assert "pick one owner" in check["fix"]
-
-
 # ---- resource.k8s.io/v1 switched off ------------------------------------------------------
 
 

@@ -202,9 +202,14 @@ def test_one_namespace_as_table_and_csv(
     ns = workloads["audit"]
     table = gpu2dra(control_plane.kubeconfig, "report", "-n", ns, check=0).stdout
     lines = table.splitlines()
-    assert lines[0].split() == ["NAMESPACE", "MODE", "WORKLOAD", "GPUS", "PER", "POD", "WARNINGS"]
-    assert lines[1].split() == [ns, "audit", "Pod/mig", "nvidia.com/mig-1g.5gb=1", "0"]
-    assert lines[3].split() == [ns, "audit", "StatefulSet/db", "nvidia.com/gpu=1", "x1", "1"]
+    assert lines[0].split() == [
+        *("NAMESPACE", "MODE", "WORKLOAD", "GPUS", "PER", "POD", "SERVED", "BY", "WARNINGS")
+    ]
+    plugin = ["device", "plugin"]
+    assert lines[1].split() == [ns, "audit", "Pod/mig", "nvidia.com/mig-1g.5gb=1", *plugin, "0"]
+    assert lines[3].split() == [
+        *(ns, "audit", "StatefulSet/db", "nvidia.com/gpu=1", "x1", *plugin, "1")
+    ]
     assert "    warning: container 'main' sets or reads NVIDIA_VISIBLE_DEVICES" in table
     assert f"  1. {ns} (audit, 2 workload(s), 1 warning(s))" in table
     assert workloads["clean"] not in table

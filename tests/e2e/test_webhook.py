@@ -467,14 +467,19 @@ def test_logs_are_json_with_the_uid_and_no_pod_spec(
     webhook.set_mode(api_client, namespace, "enabled")
     secret = "s3cr3t-token-value"
     pod = gpu_pod("logged", {"nvidia.com/gpu": 1})
-    pod["spec"]["containers"][0]["env"] = [{"name": "TOKEN", "value": secret}]
+    # A translation with a warning is logged at info; a routine one (the next pod) at debug.
+    pod["spec"]["containers"][0]["env"] = [
+        {"name": "TOKEN", "value": secret},
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+    ]
     control_plane.create(namespace, pod)
+    control_plane.create(namespace, gpu_pod("quiet", {"nvidia.com/gpu": 1}))
     lines = [line for line in webhook.log.read_text().splitlines() if line.startswith("{")]
     entries = [json.loads(line) for line in lines]
     translated = [
         e for e in entries if e.get("result") == "patched" and e["namespace"] == namespace
     ]
-    assert translated, "a translated pod is logged"
+    assert len(translated) == 1, "the translated pod with a warning is logged, only it"
     assert all(e["uid"] and e["kind"] == "Pod" and e["operation"] == "CREATE" for e in translated)
     text = webhook.log.read_text()
     assert secret not in text and '"containers"' not in text

@@ -172,8 +172,11 @@ class Webhook:
         client.CoreV1Api(api).patch_namespace(
             namespace, {"metadata": {"labels": {"gpu2dra.io/migration": mode}}}
         )
+        # An init container asking too: translated even where gpu2dra defers plain pods to
+        # the in-tree path (it would give the init container devices of its own).
+        gpu = {"resources": {"limits": {"nvidia.com/gpu": 1}}}
         pod = {
-            "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}
+            "spec": {"containers": [{"name": "c", **gpu}], "initContainers": [{"name": "i", **gpu}]}
         }
         probe = {
             "apiVersion": "admission.k8s.io/v1",
