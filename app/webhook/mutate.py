@@ -15,7 +15,8 @@ import orjson
 
 from app.core.catalog import Catalog
 from app.core.kube import Obj
-from app.core.policy import Policy
+from app.core.policy import Mode, Policy
+from app.core.quota import Use, quota_warning, translated_uses, unguarded
 from app.core.resources import asks_extended_resources
 from app.core.skip import skip_reason
 from app.core.translate import Path, Translation, describe, translate
@@ -80,6 +81,7 @@ class Outcome(NamedTuple):
     templates: tuple[Obj, ...]
     patch: str  # base64 JSON patch of the touched subtrees; "" when nothing changes
     summary: str  # what the patch does, in words
+    uses: tuple[Use, ...] = ()  # (legacy resource, DeviceClass) the patch moves to DRA
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,10 @@ class Mutator:
         outcome = self.outcome(spec, cluster.catalog)
         if not outcome.patch:
             return allow(uid, outcome.warnings)
+        # After the memo: the shape's translation is the same everywhere, its quotas are not.
+        quotas = cluster.namespace_quotas(namespace)
+        if quotas and (lifted := unguarded(outcome.uses, quotas, cluster.catalog)):
+            return self.kept_under_quota(uid, mode, quota_warning(namespace, lifted))
         if mode == "audit":
             warnings = [f"gpu2dra audit: would {outcome.summary}", *outcome.warnings]
             annotations = {AUDIT_ANNOTATION: outcome.summary[:2000]}
@@ -140,7 +146,15 @@ class Mutator:
         except TypeError:  # orjson's: only a spec not read from JSON can hold such a value
             why = "the pod spec holds a value JSON cannot carry; pod left as is"
             return Outcome(catalog, (*t.warnings, why), (), "", "")
-        return Outcome(catalog, t.warnings, t.templates, patch, describe(spec, t))
+        uses = translated_uses(spec, t.spec, self.policy)
+        return Outcome(catalog, t.warnings, t.templates, patch, describe(spec, t), uses)
+
+    @staticmethod
+    def kept_under_quota(uid: str, mode: Mode, warning: str) -> Verdict:
+        """Translating would lift a GPU quota: the pod stays on the device plugin."""
+        if mode == "audit":
+            warning = f"gpu2dra audit: would not translate: {warning}"
+        return Verdict("quota", allowed(uid, [warning]))
 
     async def _after_templates(
         self, answer: Verdict, namespace: str, outcome: Outcome, cluster: ClusterView
