@@ -113,6 +113,17 @@ def _parser() -> argparse.ArgumentParser:
     scope.add_argument("-A", "--all-namespaces", action="store_true")
     scope.add_argument("-n", "--namespace")
     report.add_argument("-o", "--output", choices=("table", "json", "csv"), default="table")
+    quota = sub.add_parser(
+        "quota",
+        parents=[cluster],
+        help="print DRA-side ResourceQuotas that mirror the legacy GPU quotas",
+    )
+    where = quota.add_mutually_exclusive_group()
+    where.add_argument("-A", "--all-namespaces", action="store_true")
+    where.add_argument("-n", "--namespace", help="default: default")
+    quota.add_argument(
+        "-f", "--filename", help="read ResourceQuotas from this YAML (- for stdin), not a cluster"
+    )
     return parser
 
 
@@ -203,6 +214,12 @@ def _report(args: argparse.Namespace) -> int:
     return report.main(args)
 
 
+def _quota(args: argparse.Namespace) -> int:
+    from app.troubleshoot import quota
+
+    return quota.main(args)
+
+
 # Imported when run: `translate` does not pay for the kubernetes client, nor `doctor` for uvicorn.
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
@@ -211,6 +228,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "doctor": _doctor,
     "explain": _explain,
     "report": _report,
+    "quota": _quota,
 }
 
 

@@ -13,7 +13,7 @@ is served by a cluster that counts it.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from app.core.catalog import Catalog
@@ -156,10 +156,17 @@ class Mirror(NamedTuple):
     notes: tuple[str, ...]  # what a reader should know, printed as YAML comments
 
 
-def mirror(namespace: str, quota: Quota, policy: Policy) -> Mirror | None:
+def is_mirror(quota: Quota) -> bool:
+    return quota.name.startswith(QUOTA_PREFIX)
+
+
+def mirror(
+    namespace: str, quota: Quota, policy: Policy, limited: Collection[str] = ()
+) -> Mirror | None:
     """The ResourceQuota that limits DRA devices as `quota` limits legacy resources: per
     class, the sum of its resources' limits (the smaller of requests. and limits. when both
-    are set); None when the quota limits no mapped resource, or already limits the DRA side."""
+    are set); None when the quota limits no mapped resource, or the DRA side is limited
+    already (in `quota`, or by a key in `limited`: the namespace's other quotas')."""
     amounts: dict[str, dict[str, int]] = defaultdict(dict)  # class -> resource -> devices
     notes: list[str] = []
     for key, value in quota.hard.items():
@@ -168,7 +175,7 @@ def mirror(namespace: str, quota: Quota, policy: Policy) -> Mirror | None:
         if resource is None or hit is None:
             continue
         device_class = hit[0].device_class
-        if devices_key(device_class) in quota.hard:
+        if devices_key(device_class) in quota.hard or devices_key(device_class) in limited:
             continue
         count = parse_count(value)
         if count is None:
