@@ -16,6 +16,7 @@ from dataclasses import asdict
 import orjson
 
 from app.core.kube import RESOURCE_GROUP, Obj
+from app.troubleshoot.accounting import KUEUE_CONFIG, KUEUE_NAMESPACE, accounting_checks
 from app.troubleshoot.checks import Check, Facts, NotServed, Reached, run_checks
 from app.troubleshoot.client import (
     RESOURCE,
@@ -24,6 +25,7 @@ from app.troubleshoot.client import (
     Reader,
     ReadError,
     Unreachable,
+    attempt,
     connect,
 )
 from app.troubleshoot.registrations import (
@@ -79,6 +81,10 @@ def gather(reader: Reader) -> Facts:
         registrations=regs,
         tls=[] if isinstance(regs, ReadError) else _reach(regs),
         ready_endpoints={} if isinstance(regs, ReadError) else _ready(reader, regs),
+        quotas=listed("/api/v1/resourcequotas"),
+        kueue=attempt(
+            lambda: reader.find(f"/api/v1/namespaces/{KUEUE_NAMESPACE}/configmaps/{KUEUE_CONFIG}")
+        ),
     )
 
 
@@ -171,7 +177,8 @@ def exit_code(checks: list[Check]) -> int:
 def main(args: argparse.Namespace) -> int:
     reader = connect(args.kubeconfig)
     policy, source = cluster_policy(reader, args.policy)
-    checks = run_checks(gather(reader), policy)
+    facts = gather(reader)
+    checks = run_checks(facts, policy) + accounting_checks(facts, policy)
     if args.output == "json":
         sys.stdout.buffer.write(render_json(checks, source) + b"\n")
     else:
