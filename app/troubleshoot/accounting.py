@@ -41,6 +41,8 @@ def check_quota(namespaces: Listed, quotas: Listed, classes: Listed, policy: Pol
         ns_name = ns["metadata"]["name"]
         if ns_name in policy.skip_namespaces:
             continue
+        if (ns.get("status") or {}).get("phase") == "Terminating":
+            continue  # no pod can be created there any more
         if policy.mode_for(ns["metadata"].get("labels")) == "disabled":
             continue
         translating += 1

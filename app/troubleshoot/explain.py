@@ -299,7 +299,11 @@ def explain(facts: PodFacts, policy: Policy) -> Explanation:
         if ours:
             steps.append(Step("ok", f"translated by gpu2dra: claim(s) {', '.join(ours)}"))
         steps += _claim_steps(facts)
-    steps.append(_schedule_step(pod))
+    refused = any("ResourceQuota refuses it" in s.text for s in steps)
+    if refused and not spec.get("nodeName"):
+        steps.append(Step("FAIL", "not scheduled: the scheduler waits until its claims exist"))
+    else:
+        steps.append(_schedule_step(pod))
     if isinstance(facts.events, ReadError):
         steps.append(_unreadable("the pod's events", facts.events))
     events = sorted(

@@ -127,6 +127,13 @@ CLASSES = [dc("gpu.nvidia.com"), dc("mig.nvidia.com")]
         ([ns("a", "audit")], [rq("a", "gpus", **LEGACY)], CLASSES, "FAIL", "audit translates too"),
         ([ns("a")], [rq("a", "gpus", **LEGACY)], CLASSES, "PASS", "disabled by default"),
         (
+            [{**ns("a", "enabled"), "status": {"phase": "Terminating"}}],
+            [rq("a", "gpus", **LEGACY)],
+            CLASSES,
+            "PASS",
+            "being deleted: no pod can be created",
+        ),
+        (
             [ns("kube-system", "enabled")],
             [rq("kube-system", "g", **LEGACY)],
             CLASSES,

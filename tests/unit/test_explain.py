@@ -189,6 +189,10 @@ def test_a_claim_refused_over_quota_is_said_plainly() -> None:
         "(exceeded quota: gpu2dra-dra-gpus, requested: "
     )
     assert refused.text.endswith("; the pod waits until the quota has room")
+    assert (steps[3].state, steps[3].text) == (
+        "FAIL",
+        "not scheduled: the scheduler waits until its claims exist",
+    )
 
 
 def test_a_pod_left_under_its_legacy_quota_is_explained() -> None:
