@@ -123,6 +123,17 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated MIG profiles (1g.10gb,1g.10gb+me) instead of the "
         "cluster's ResourceSlices",
     )
+    quota = sub.add_parser(
+        "quota",
+        parents=[cluster],
+        help="print DRA-side ResourceQuotas that mirror the legacy GPU quotas",
+    )
+    where = quota.add_mutually_exclusive_group()
+    where.add_argument("-A", "--all-namespaces", action="store_true")
+    where.add_argument("-n", "--namespace", help="default: default")
+    quota.add_argument(
+        "-f", "--filename", help="read ResourceQuotas from this YAML (- for stdin), not a cluster"
+    )
     return parser
 
 
@@ -222,6 +233,12 @@ def _deviceclasses(args: argparse.Namespace) -> int:
         raise PolicyError(f"--profiles: {err}") from None
 
 
+def _quota(args: argparse.Namespace) -> int:
+    from app.troubleshoot import quota
+
+    return quota.main(args)
+
+
 # Imported when run: `translate` does not pay for the kubernetes client, nor `doctor` for uvicorn.
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
@@ -231,6 +248,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "explain": _explain,
     "report": _report,
     "deviceclasses": _deviceclasses,
+    "quota": _quota,
 }
 
 

@@ -48,6 +48,8 @@ class Facts:
     registrations: list[Registration] | ReadError
     tls: list[Reached] = field(default_factory=list)
     ready_endpoints: dict[tuple[str, str], int | ReadError] = field(default_factory=dict)
+    quotas: Listed = field(default_factory=list)  # every namespace's ResourceQuotas
+    kueue: Obj | ReadError | None = None  # Kueue's ConfigMap; None: not installed
 
 
 # ---- the checks --------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import orjson
 
 from app.core.kube import RESOURCE_GROUP, Obj
 from app.core.policy import Policy
+from app.troubleshoot.accounting import KUEUE_CONFIG, KUEUE_NAMESPACE, accounting_checks
 from app.troubleshoot.checks import (
     Check,
     Facts,
@@ -38,6 +39,7 @@ from app.troubleshoot.client import (
     Reader,
     ReadError,
     Unreachable,
+    attempt,
     connect,
 )
 from app.troubleshoot.paths import check_paths
@@ -109,6 +111,10 @@ def gather(reader: Reader) -> Facts:
         registrations=regs,
         tls=[] if isinstance(regs, ReadError) else _reach(regs),
         ready_endpoints={} if isinstance(regs, ReadError) else _ready(reader, regs),
+        quotas=listed("/api/v1/resourcequotas"),
+        kueue=attempt(
+            lambda: reader.find(f"/api/v1/namespaces/{KUEUE_NAMESPACE}/configmaps/{KUEUE_CONFIG}")
+        ),
     )
 
 
@@ -201,7 +207,8 @@ def exit_code(checks: list[Check]) -> int:
 def main(args: argparse.Namespace) -> int:
     reader = connect(args.kubeconfig)
     policy, source = cluster_policy(reader, args.policy)
-    checks = run_checks(gather(reader), policy)
+    facts = gather(reader)
+    checks = run_checks(facts, policy) + accounting_checks(facts, policy)
     if args.output == "json":
         sys.stdout.buffer.write(render_json(checks, source) + b"\n")
     else:

@@ -17,6 +17,7 @@ from app.core.catalog import Catalog
 from app.core.intree import native_classes
 from app.core.kube import Obj, dns_label
 from app.core.policy import MODE_LABEL, Policy
+from app.core.quota import Quota, quota_warning, translated_uses, unguarded
 from app.core.resources import dra_requests, legacy_devices
 from app.core.skip import skip_reason
 from app.core.templates import TEMPLATE_PREFIX, describe_template
@@ -55,6 +56,7 @@ class PodFacts:
     slices: Listed = field(default_factory=list)
     events: Listed = field(default_factory=list)
     webhook_registered: bool | None = None  # None: could not tell
+    quotas: Listed = field(default_factory=list)  # the namespace's ResourceQuotas
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,11 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
     if translation.in_tree and mode != "disabled":
         why = f"not translated ({asks}): gpu2dra leaves it to the in-tree path"
         return [*notes, Step("info", f"{why} ({translation.in_tree})"), *more]
+    if mode != "disabled" and isinstance(facts.quotas, list):
+        moved = translated_uses(spec, translation.spec, policy)
+        if lifted := unguarded(moved, map(Quota.of, facts.quotas), catalog):
+            warning = quota_warning(namespace, lifted)
+            return [*notes, Step("info", f"not translated ({asks}): {warning}"), *more]
     return notes + _verdict(facts, asks, mode, where, translation, uses) + more
 
 
@@ -226,6 +233,16 @@ def _claim_steps(facts: PodFacts) -> list[Step]:
         claim_name = pod_claim.get("resourceClaimName") or facts.claim_names.get(
             str(pod_claim.get("name"))
         )
+        if not claim_name and (refused := _over_quota(facts, str(pod_claim.get("name")))):
+            steps.append(
+                Step(
+                    "FAIL",
+                    f"{label}: no ResourceClaim: the namespace's ResourceQuota refuses it "
+                    f"({refused}); the pod waits until the quota has room",
+                    ("delete other pods' claims in the namespace, or raise the quota",),
+                )
+            )
+            continue
         if not claim_name:
             steps.append(
                 Step(
@@ -254,6 +271,21 @@ def _claim_steps(facts: PodFacts) -> list[Step]:
         if constraints:
             steps.append(Step("info", f"{label}: its constraints ({constraints}) are not checked"))
     return steps
+
+
+def _over_quota(facts: PodFacts, pod_claim: str) -> str | None:
+    """`exceeded quota: q, requested: ..., used: ..., limited: ...` from the resourceclaim
+    controller's latest event refusing the claim, if any."""
+    events = facts.events if isinstance(facts.events, list) else []
+    for event in sorted(events, key=lambda e: str(e.get("lastTimestamp") or ""), reverse=True):
+        message = str(event.get("message") or "")
+        if (
+            event.get("reason") == "FailedResourceClaimCreation"
+            and f"PodResourceClaim {pod_claim}:" in message
+            and "exceeded quota: " in message
+        ):
+            return message[message.index("exceeded quota: ") :]
+    return None
 
 
 def _template_step(label: str, by: str, name: str, template: Obj) -> Step:
@@ -319,7 +351,11 @@ def explain(facts: PodFacts, policy: Policy) -> Explanation:
         if ours:
             steps.append(Step("ok", f"translated by gpu2dra: claim(s) {', '.join(ours)}"))
         steps += _claim_steps(facts)
-    steps.append(_schedule_step(pod))
+    refused = any("ResourceQuota refuses it" in s.text for s in steps)
+    if refused and not spec.get("nodeName"):
+        steps.append(Step("FAIL", "not scheduled: the scheduler waits until its claims exist"))
+    else:
+        steps.append(_schedule_step(pod))
     if isinstance(facts.events, ReadError):
         steps.append(_unreadable("the pod's events", facts.events))
     events = sorted(
@@ -407,6 +443,7 @@ def gather(reader: Reader, namespace: str, name: str) -> PodFacts:
         slices=attempt(partial(reader.items, f"{RESOURCE}/resourceslices")) if unallocated else [],
         events=events,
         webhook_registered=registered,
+        quotas=attempt(partial(reader.items, f"/api/v1/namespaces/{namespace}/resourcequotas")),
     )
 
 

@@ -11,7 +11,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -22,6 +22,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Policy
+from app.core.quota import Quota
 from app.core.resources import DraRequest, dra_requests
 from app.webhook.metrics import Metrics
 from app.webhook.view import ReadFailed, TemplateError
@@ -59,8 +60,18 @@ class Store(Generic[K, V]):
         return self.items.get(key)
 
     def put(self, key: K, value: V) -> None:
-        self.items[key] = value
+        self._set(key, value)
         self._on_change()
+
+    # Every change goes through these three, so that a subclass can keep an index beside.
+    def _replace(self, items: dict[K, V]) -> None:
+        self.items = items
+
+    def _set(self, key: K, value: V) -> None:
+        self.items[key] = value
+
+    def _drop(self, key: K) -> None:
+        self.items.pop(key, None)
 
     def run(self, stop: threading.Event) -> None:
         backoff = 0.5
@@ -82,7 +93,7 @@ class Store(Generic[K, V]):
         self._metrics.api_calls.labels("list", self.name).inc()
         resp = self._list(_preload_content=False, _request_timeout=self._timeout)
         body = orjson.loads(resp.data)
-        self.items = {self._key(o): self._value(o) for o in body.get("items") or []}
+        self._replace({self._key(o): self._value(o) for o in body.get("items") or []})
         self._on_change()
         self._metrics.cache_objects.labels(self.name).set(len(self.items))
         self._synced_gauge.set(1)
@@ -109,9 +120,9 @@ class Store(Generic[K, V]):
                         raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
                     version = obj.get("metadata", {}).get("resourceVersion", version)
                     if kind in ("ADDED", "MODIFIED"):
-                        self.items[self._key(obj)] = self._value(obj)
+                        self._set(self._key(obj), self._value(obj))
                     elif kind == "DELETED":
-                        self.items.pop(self._key(obj), None)
+                        self._drop(self._key(obj))
                     else:
                         continue
                     self._metrics.cache_objects.labels(self.name).set(len(self.items))
@@ -121,6 +132,39 @@ class Store(Generic[K, V]):
             finally:
                 resp.close()
                 resp.release_conn()
+
+
+class NamespacedStore(Store[tuple[str, str], V]):
+    """A Store of namespaced objects, also indexed by namespace: one namespace's objects are
+    read per request, without a pass over every namespace's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._by_namespace: dict[str, dict[str, V]] = {}
+
+    def in_namespace(self, namespace: str) -> tuple[V, ...]:
+        found = self._by_namespace.get(namespace)
+        # tuple() of a dict's values runs without giving up the GIL: the watch thread
+        # cannot change the dict half-way.
+        return tuple(found.values()) if found else ()
+
+    def _replace(self, items: dict[tuple[str, str], V]) -> None:
+        index: dict[str, dict[str, V]] = {}
+        for (namespace, name), value in items.items():
+            index.setdefault(namespace, {})[name] = value
+        self.items, self._by_namespace = items, index
+
+    def _set(self, key: tuple[str, str], value: V) -> None:
+        self.items[key] = value
+        self._by_namespace.setdefault(key[0], {})[key[1]] = value
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        self.items.pop(key, None)
+        names = self._by_namespace.get(key[0])
+        if names is not None:
+            names.pop(key[1], None)
+            if not names:
+                self._by_namespace.pop(key[0], None)
 
 
 def _name(obj: Obj) -> str:
@@ -165,12 +209,20 @@ class LiveCluster:
             metrics,
             timeout,
         )
+        self.quotas: NamespacedStore[Quota] = NamespacedStore(
+            "resourcequotas",
+            self._core.list_resource_quota_for_all_namespaces,
+            _namespaced,
+            Quota.of,
+            metrics,
+            timeout,
+        )
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
     @property
     def stores(self) -> tuple[Store[Any, Any], ...]:
-        return self.namespaces, self.device_classes, self.templates
+        return self.namespaces, self.device_classes, self.templates, self.quotas
 
     def start(self) -> None:
         self._threads = [
@@ -203,6 +255,9 @@ class LiveCluster:
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         return self.namespaces.get(name)
+
+    def namespace_quotas(self, namespace: str) -> Sequence[Quota]:
+        return self.quotas.in_namespace(namespace)
 
     def has_templates(self, namespace: str, templates: Iterable[Obj]) -> bool:
         return all(
@@ -308,6 +363,9 @@ class OfflineCluster:
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         return None
+
+    def namespace_quotas(self, namespace: str) -> Sequence[Quota]:
+        return ()  # offline, no quota is known: the pod is translated as asked
 
     def has_templates(self, namespace: str, templates: Iterable[Obj]) -> bool:
         return True  # offline, templates are returned, never created

@@ -16,7 +16,8 @@ import orjson
 
 from app.core.catalog import Catalog
 from app.core.kube import Obj
-from app.core.policy import Policy
+from app.core.policy import Mode, Policy
+from app.core.quota import Use, quota_warning, translated_uses, unguarded
 from app.core.resources import asks_extended_resources
 from app.core.skip import skip_reason
 from app.core.translate import Path, Translation, describe, translate
@@ -82,6 +83,7 @@ class Outcome(NamedTuple):
     patch: str  # base64 JSON patch of the touched subtrees; "" when nothing changes
     # What the patch does, in words: audit mode's; worked out once, when first asked for.
     summary: Callable[[], str]
+    uses: tuple[Use, ...] = ()  # (legacy resource, DeviceClass) the patch moves to DRA
     in_tree: str = ""  # why the in-tree extended-resource path serves it instead
 
 
@@ -113,6 +115,10 @@ class Mutator:
                 why = f"gpu2dra audit: would leave it to the in-tree path ({outcome.in_tree})"
                 return allow(uid, [why, *outcome.warnings])
             return allow(uid, outcome.warnings)
+        # After the memo: the shape's translation is the same everywhere, its quotas are not.
+        quotas = cluster.namespace_quotas(namespace)
+        if quotas and (lifted := unguarded(outcome.uses, quotas, cluster.catalog)):
+            return self.kept_under_quota(uid, mode, quota_warning(namespace, lifted))
         if mode == "audit":
             summary = outcome.summary()
             warnings = [f"gpu2dra audit: would {summary}", *outcome.warnings]
@@ -141,14 +147,22 @@ class Mutator:
     def _translate(self, spec: Obj, catalog: Catalog) -> Outcome:
         t = translate(spec, self.policy, catalog)
         if not t.changed:
-            return Outcome(catalog, t.warnings, t.templates, "", str, t.in_tree)
+            return Outcome(catalog, t.warnings, t.templates, "", str, in_tree=t.in_tree)
         try:
             patch = encode_patch(patch_ops(spec, t))
         except TypeError:  # orjson's: only a spec not read from JSON can hold such a value
             why = "the pod spec holds a value JSON cannot carry; pod left as is"
             return Outcome(catalog, (*t.warnings, why), (), "", str)
         summary = functools.cache(functools.partial(describe, spec, t))
-        return Outcome(catalog, t.warnings, t.templates, patch, summary)
+        uses = translated_uses(spec, t.spec, self.policy)
+        return Outcome(catalog, t.warnings, t.templates, patch, summary, uses)
+
+    @staticmethod
+    def kept_under_quota(uid: str, mode: Mode, warning: str) -> Verdict:
+        """Translating would lift a GPU quota: the pod stays on the device plugin."""
+        if mode == "audit":
+            warning = f"gpu2dra audit: would not translate: {warning}"
+        return Verdict("quota", allowed(uid, [warning]))
 
     async def _after_templates(
         self, answer: Verdict, namespace: str, outcome: Outcome, cluster: ClusterView

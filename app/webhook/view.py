@@ -3,11 +3,12 @@ offline mode, and the tests' fakes, so that the admission logic is the same for 
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, Protocol
 
 from app.core.catalog import Catalog
 from app.core.kube import Obj
+from app.core.quota import Quota
 from app.core.resources import DraRequest
 from app.webhook.reviews import AdmissionResponse, allowed, denied
 
@@ -30,6 +31,9 @@ class ClusterView(Protocol):
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None: ...
 
+    def namespace_quotas(self, namespace: str) -> Sequence[Quota]:
+        """The namespace's ResourceQuotas (from the cache: no API call); () for none."""
+
     def has_templates(self, namespace: str, templates: Iterable[Obj]) -> bool:
         """Each template is known to exist in `namespace` (from the cache: no API call)."""
 
@@ -45,7 +49,8 @@ class ClusterView(Protocol):
         it could not be read."""
 
 
-Result = Literal["patched", "audit", "allowed", "denied"]
+# "quota": left on the device plugin, because translating would lift a GPU quota.
+Result = Literal["patched", "audit", "allowed", "denied", "quota"]
 
 
 class Verdict(NamedTuple):

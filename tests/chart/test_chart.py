@@ -273,6 +273,8 @@ def test_rbac_is_least_privilege(helm: Path) -> None:
     assert granted == {
         ("", "namespaces", "list"),
         ("", "namespaces", "watch"),
+        ("", "resourcequotas", "list"),
+        ("", "resourcequotas", "watch"),
         ("resource.k8s.io", "deviceclasses", "list"),
         ("resource.k8s.io", "deviceclasses", "watch"),
         ("resource.k8s.io", "resourceclaimtemplates", "get"),

@@ -30,7 +30,7 @@ from tests.e2e.webhook import Webhook, register, unregister
 API_TIMEOUT, DEADLINE = 1.0, 2.0
 BOUNDS = ("--api-timeout", str(API_TIMEOUT), "--deadline", str(DEADLINE))
 SLACK = 1.0  # the machine is shared: a second for scheduling, still well under 5 s
-CACHES = ("namespaces", "deviceclasses", "resourceclaimtemplates")
+CACHES = ("namespaces", "deviceclasses", "resourceclaimtemplates", "resourcequotas")
 
 
 def synced(hook: Webhook) -> float:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.core.catalog import Catalog
 from app.core.kube import Obj
+from app.core.quota import Quota
 from app.core.resources import DraRequest
 from app.webhook.view import TemplateError
 
@@ -19,12 +20,16 @@ class FakeCluster:
     labels: dict[str, dict[str, str]] = field(default_factory=dict)
     templates: dict[tuple[str, str], list[DraRequest]] = field(default_factory=dict)
     claims: dict[tuple[str, str], list[DraRequest]] = field(default_factory=dict)
+    quotas: dict[str, list[Quota]] = field(default_factory=dict)
     created: list[tuple[str, str]] = field(default_factory=list)
     fail_with: str | None = None
     ready: bool = True
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         return self.labels.get(name)
+
+    def namespace_quotas(self, namespace: str) -> Sequence[Quota]:
+        return self.quotas.get(namespace, ())
 
     def has_templates(self, namespace: str, templates: Iterable[Obj]) -> bool:
         return False  # every pod's templates are "created", and recorded in `created`

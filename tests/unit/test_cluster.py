@@ -163,3 +163,53 @@ def test_a_create_that_fails_after_every_waiter_left_is_not_logged_as_lost(
     asyncio.run(scenario())
     gc.collect()  # an unretrieved exception is reported when its task is collected
     assert "never retrieved" not in caplog.text
+
+
+def quota(namespace: str, name: str, version: str, **hard: str) -> dict[str, Any]:
+    meta = {"namespace": namespace, "name": name, "resourceVersion": version}
+    return {"metadata": meta, "spec": {"hard": hard}}
+
+
+class QuotaApi:
+    """One list, then a watch that changes, adds and deletes quotas; then stop."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop, self.watched = stop, False
+
+    def __call__(self, watch: bool = False, **kwargs: Any) -> FakeResponse:
+        if not watch:
+            items = [quota("a", "gpus", "1", cpu="1"), quota("b", "gpus", "2", cpu="2")]
+            body = {"metadata": {"resourceVersion": "2"}, "items": items}
+            return FakeResponse(orjson.dumps(body))
+        if self.watched:
+            self.stop.set()
+            return FakeResponse()
+        self.watched = True
+        return FakeResponse(
+            lines=[
+                {"type": "MODIFIED", "object": quota("a", "gpus", "3", cpu="3")},
+                {"type": "ADDED", "object": quota("a", "more", "4", memory="1")},
+                {"type": "DELETED", "object": quota("b", "gpus", "5")},
+            ]
+        )
+
+
+def test_quotas_are_read_by_namespace() -> None:
+    from app.core.quota import Quota
+    from app.webhook.caches import NamespacedStore
+
+    stop = threading.Event()
+    store: NamespacedStore[Quota] = NamespacedStore(
+        "resourcequotas",
+        QuotaApi(stop),
+        lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]),
+        Quota.of,
+        Metrics(),
+        timeout=1,
+    )
+    store.run(stop)
+    assert sorted(store.in_namespace("a")) == [
+        Quota("gpus", {"cpu": "3"}),
+        Quota("more", {"memory": "1"}),
+    ]
+    assert store.in_namespace("b") == () and store.in_namespace("c") == ()

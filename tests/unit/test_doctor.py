@@ -11,6 +11,7 @@ import yaml
 
 from app.cli import main
 from app.core.policy import load_policy
+from app.troubleshoot.accounting import check_kueue, check_quota
 from app.troubleshoot.checks import Check, check_kubernetes, check_namespaces
 from app.troubleshoot.client import ReadError
 from app.troubleshoot.doctor import render_text
@@ -93,3 +94,144 @@ def test_unreachable_api_server_is_one_line(
         assert len(err.splitlines()) == 1
     assert main(["doctor", "--kubeconfig", str(tmp_path / "none")]) == 1
     assert capsys.readouterr().err == f"gpu2dra: kubeconfig {tmp_path / 'none'}: no such file\n"
+
+
+# ---- quota and Kueue ---------------------------------------------------------------------
+
+GPU_DEVICES = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+
+
+def ns(name: str, mode: str | None = None) -> dict[str, Any]:
+    labels = {"gpu2dra.io/migration": mode} if mode else {}
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def rq(namespace: str, name: str, **hard: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": namespace, "name": name}, "spec": {"hard": hard}}
+
+
+def dc(name: str, extended: str | None = None) -> dict[str, Any]:
+    spec = {"extendedResourceName": extended} if extended else {}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+LEGACY = {"requests.nvidia.com/gpu": "2"}
+CLASSES = [dc("gpu.nvidia.com"), dc("mig.nvidia.com")]
+
+
+@pytest.mark.parametrize(
+    ("namespaces", "quotas", "classes", "status", "why"),
+    [
+        ([ns("a", "enabled")], [], CLASSES, "PASS", "no quota"),
+        ([ns("a", "enabled")], [rq("a", "gpus", **LEGACY)], CLASSES, "FAIL", "legacy only"),
+        ([ns("a", "audit")], [rq("a", "gpus", **LEGACY)], CLASSES, "FAIL", "audit translates too"),
+        ([ns("a")], [rq("a", "gpus", **LEGACY)], CLASSES, "PASS", "disabled by default"),
+        (
+            [{**ns("a", "enabled"), "status": {"phase": "Terminating"}}],
+            [rq("a", "gpus", **LEGACY)],
+            CLASSES,
+            "PASS",
+            "being deleted: no pod can be created",
+        ),
+        (
+            [ns("kube-system", "enabled")],
+            [rq("kube-system", "g", **LEGACY)],
+            CLASSES,
+            "PASS",
+            "skipped",
+        ),
+        (
+            [ns("a", "enabled")],
+            [rq("a", "gpus", **LEGACY), rq("a", "dra", **{GPU_DEVICES: "2"})],
+            CLASSES,
+            "PASS",
+            "DRA side limited",
+        ),
+        (
+            [ns("a", "enabled")],
+            [rq("a", "gpus", **LEGACY)],
+            [dc("gpu.nvidia.com", "nvidia.com/gpu")],
+            "PASS",
+            "KEP-5004 counts claims against requests.nvidia.com/gpu",
+        ),
+        (
+            [ns("a", "enabled")],
+            [rq("b", "gpus", **LEGACY)],
+            CLASSES,
+            "PASS",
+            "the quota is in a namespace gpu2dra leaves alone",
+        ),
+        (
+            [ns("a", "enabled")],
+            [rq("a", "cpu", **{"requests.cpu": "4"})],
+            CLASSES,
+            "PASS",
+            "no GPU in the quota",
+        ),
+    ],
+)
+def test_quota_check(
+    namespaces: list[Any], quotas: list[Any], classes: list[Any], status: str, why: str
+) -> None:
+    check = check_quota(namespaces, quotas, classes, load_policy(None))
+    assert check.status == status, why
+
+
+def test_quota_check_names_the_namespace_quota_and_fix() -> None:
+    check = check_quota(
+        [ns("team-a", "enabled")], [rq("team-a", "gpus", **LEGACY)], CLASSES, load_policy(None)
+    )
+    assert check.fix == "gpu2dra quota -n team-a | kubectl apply -f -"
+    assert check.details == (
+        "team-a: ResourceQuota gpus limits requests.nvidia.com/gpu and no quota limits "
+        f"{GPU_DEVICES}",
+    )
+    two = check_quota(
+        [ns("a", "enabled"), ns("b", "enabled")],
+        [rq("a", "g", **LEGACY), rq("b", "g", **LEGACY)],
+        ReadError("forbidden"),
+        load_policy(None),
+    )
+    assert two.fix == "gpu2dra quota -A | kubectl apply -f -" and len(two.details) == 2
+
+
+def kueue(config: str | None) -> dict[str, Any]:
+    return {"data": {"controller_manager_config.yaml": config}} if config else {"data": {}}
+
+
+BOTH = """
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+resources:
+  deviceClassMappings:
+  - name: whole-gpus
+    deviceClassNames: [gpu.nvidia.com]
+  - name: mig-slices
+    deviceClassNames: [mig.nvidia.com]
+"""
+
+
+@pytest.mark.parametrize(
+    ("configmap", "status", "words"),
+    [
+        (None, "PASS", "Kueue not installed"),
+        (ReadError("403 forbidden"), "WARN", "cannot read"),
+        (kueue(None), "WARN", "holds no Kueue Configuration"),
+        (
+            kueue("apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"),
+            "WARN",
+            "has no entry for gpu.nvidia.com, mig.nvidia.com",
+        ),
+        (
+            kueue(BOTH.replace("mig.nvidia.com", "other")),
+            "WARN",
+            "has no entry for mig.nvidia.com:",
+        ),
+        (kueue(BOTH), "PASS", "Kueue counts gpu.nvidia.com as whole-gpus, mig.nvidia.com as mig"),
+    ],
+)
+def test_kueue_check(configmap: Any, status: str, words: str) -> None:
+    check = check_kueue(configmap, load_policy(None))
+    assert check.status == status and words in check.summary
+    if status == "WARN" and "has no entry" in words:
+        assert "deviceClassMappings" in check.fix and "restart Kueue" in check.fix

@@ -229,3 +229,71 @@ def test_the_extended_resource_claim_is_read() -> None:
             "nvidia.com/gpu by DeviceClass gpu.nvidia.com) allocated: a/gpu-0, a/gpu-1",
         ),
     ]
+
+
+# The resourceclaim controller's event, as kube-controller-manager 1.35 words it.
+REFUSED = (
+    "PodResourceClaim main-gpu: create ResourceClaim : resourceclaims.resource.k8s.io "
+    '"p-main-gpu-7d78q" is forbidden: exceeded quota: gpu2dra-dra-gpus, requested: '
+    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices=1, used: "
+    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices=2, limited: "
+    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices=2"
+)
+
+
+def test_a_claim_refused_over_quota_is_said_plainly() -> None:
+    pod = {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {
+            "resourceClaims": [{"name": "main-gpu", "resourceClaimTemplateName": "gpu2dra-t"}],
+            "containers": [{"name": "main", "resources": {"claims": [{"name": "main-gpu"}]}}],
+        },
+        "status": {"phase": "Pending"},
+    }
+    event = {
+        "type": "Warning",
+        "reason": "FailedResourceClaimCreation",
+        "message": f"(combined from similar events): {REFUSED}",
+        "lastTimestamp": "2026-12-01T07:40:00Z",
+    }
+    template: dict[str, Any] = {"spec": {"spec": {"devices": {"requests": []}}}}
+    facts = PodFacts(
+        pod=pod,
+        namespace_labels={"gpu2dra.io/migration": "enabled"},
+        device_classes=list(CLASSES.values()),
+        templates={"gpu2dra-t": template},
+        events=[event],
+    )
+    steps = explain(facts, load_policy(None)).steps
+    refused = steps[2]
+    assert refused.state == "FAIL"
+    assert refused.text.startswith(
+        "claim main-gpu: no ResourceClaim: the namespace's ResourceQuota refuses it "
+        "(exceeded quota: gpu2dra-dra-gpus, requested: "
+    )
+    assert refused.text.endswith("; the pod waits until the quota has room")
+    assert (steps[3].state, steps[3].text) == (
+        "FAIL",
+        "not scheduled: the scheduler waits until its claims exist",
+    )
+
+
+def test_a_pod_left_under_its_legacy_quota_is_explained() -> None:
+    pod = {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+    }
+    quota = {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}}
+    facts = PodFacts(
+        pod=pod,
+        namespace_labels={"gpu2dra.io/migration": "enabled"},
+        device_classes=list(CLASSES.values()),
+        quotas=[quota],
+    )
+    first = explain(facts, load_policy(None)).steps[0]
+    assert first.state == "info"
+    assert first.text.startswith(
+        "not translated (1 x nvidia.com/gpu): gpu2dra left the pod on the device plugin, under "
+        "its quota: ResourceQuota gpus limits requests.nvidia.com/gpu"
+    )
+    assert first.text.endswith("gpu2dra quota -n ml | kubectl apply -f -")

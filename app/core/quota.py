@@ -1,0 +1,218 @@
+"""ResourceQuota and translation: a translated pod must never let its namespace escape a GPU
+quota.
+
+A legacy quota (`requests.nvidia.com/gpu: 4`) counts pods' extended-resource requests. A
+translated pod asks for none: its devices are counted by ResourceClaims, under
+`<class>.deviceclass.resource.k8s.io/devices`. Only where the API server runs KEP-5004
+(gate DRAExtendedResource) and the class carries `extendedResourceName: <resource>` are
+claims of that class also counted under `requests.<resource>`. The gate's state cannot be
+read; the field can: with the gate off the API server drops it, so a class that shows it
+is served by a cluster that counts it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, NamedTuple
+
+from app.core.catalog import Catalog
+from app.core.kube import Obj
+from app.core.policy import Policy
+from app.core.resources import legacy_devices, parse_count
+
+DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+CLAIM_COUNT = "count/resourceclaims.resource.k8s.io"
+# Both spellings say "limit this resource"; the API server counts only `requests.` for an
+# extended resource (a `limits.` key is accepted and never used), yet the intent is plain.
+LEGACY_PREFIXES = ("requests.", "limits.")
+QUOTA_PREFIX = "gpu2dra-dra-"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu2dra"}
+MIRRORS = "gpu2dra.io/mirrors"  # annotation: the legacy quota a generated one stands beside
+
+Use = tuple[str, str]  # (legacy resource, DeviceClass) a translation turns it into
+
+
+class Quota(NamedTuple):
+    """One ResourceQuota of a namespace, as far as gpu2dra reads it."""
+
+    name: str
+    hard: Mapping[str, Any]  # spec.hard: resource -> quantity
+    scoped: bool = False  # spec.scopes or spec.scopeSelector: it counts only some pods
+
+    @classmethod
+    def of(cls, obj: Obj) -> Quota:
+        spec = obj.get("spec") or {}
+        hard = spec.get("hard")
+        scoped = bool(spec.get("scopes") or spec.get("scopeSelector"))
+        return cls(
+            str(obj["metadata"]["name"]), dict(hard) if isinstance(hard, dict) else {}, scoped
+        )
+
+
+def devices_key(device_class: str) -> str:
+    """`gpu.nvidia.com.deviceclass.resource.k8s.io/devices`: claims' devices of one class."""
+    return device_class + DEVICES_SUFFIX
+
+
+def legacy_resource(key: str) -> str | None:
+    """`requests.nvidia.com/gpu` -> `nvidia.com/gpu`; None for any other quota key."""
+    for prefix in LEGACY_PREFIXES:
+        if key.startswith(prefix):
+            return key[len(prefix) :]
+    return None
+
+
+def counted_as_legacy(device_class: str, resource: str, catalog: Catalog) -> bool:
+    """Claims of `device_class` count against `requests.<resource>` (KEP-5004 is served)."""
+    return catalog.classes.get(device_class) == resource
+
+
+class Unguarded(NamedTuple):
+    """A legacy quota a translation would lift: nothing limits the class it turns into."""
+
+    resource: str
+    device_class: str
+    limits: tuple[tuple[str, str], ...]  # (quota name, key) that limit the resource
+
+
+def unguarded(
+    uses: Iterable[Use], quotas: Iterable[Quota], catalog: Catalog
+) -> tuple[Unguarded, ...]:
+    """What translating `uses` would lift in a namespace with `quotas`; () when nothing.
+
+    A resource limited by a legacy quota may be translated only when some quota of the
+    namespace limits its class's devices too, or the class's claims count against it."""
+    quotas = tuple(quotas)
+    if not quotas:
+        return ()
+    keys = {key for q in quotas for key in q.hard}
+    found = []
+    for resource, device_class in sorted(set(uses)):
+        limits = tuple(
+            (q.name, prefix + resource)
+            for q in quotas
+            for prefix in LEGACY_PREFIXES
+            if prefix + resource in q.hard
+        )
+        if not limits or devices_key(device_class) in keys:
+            continue
+        if counted_as_legacy(device_class, resource, catalog):
+            continue
+        found.append(Unguarded(resource, device_class, limits))
+    return tuple(found)
+
+
+def translated_uses(before: Obj, after: Obj, policy: Policy) -> tuple[Use, ...]:
+    """(resource, class) of every legacy resource the translation took off the pod."""
+    was, now = legacy_devices(before, policy), legacy_devices(after, policy)
+    uses = []
+    for resource, devices in was.items():
+        hit = policy.mapping_for(resource)
+        if hit is not None and devices > now.get(resource, 0):
+            uses.append((resource, hit[0].device_class))
+    return tuple(uses)
+
+
+def namespace_uses(quotas: Iterable[Quota], policy: Policy) -> tuple[Use, ...]:
+    """(resource, class) of every mapped legacy resource the quotas limit."""
+    uses = set()
+    for q in quotas:
+        for key in q.hard:
+            resource = legacy_resource(key)
+            hit = None if resource is None else policy.mapping_for(resource)
+            if resource is not None and hit is not None:
+                uses.add((resource, hit[0].device_class))
+    return tuple(sorted(uses))
+
+
+def fix_line(namespace: str) -> str:
+    return f"gpu2dra quota -n {namespace} | kubectl apply -f -"
+
+
+def describe(found: Iterable[Unguarded]) -> str:
+    """`ResourceQuota gpus limits requests.nvidia.com/gpu and nothing limits <key>`."""
+    parts = []
+    for u in found:
+        named = ", ".join(f"ResourceQuota {name} limits {key}" for name, key in u.limits)
+        parts.append(f"{named} and no quota limits {devices_key(u.device_class)}")
+    return "; ".join(parts)
+
+
+def quota_warning(namespace: str, found: Iterable[Unguarded]) -> str:
+    """The warning of a pod left on the device plugin so that it stays under its quota."""
+    return (
+        f"gpu2dra left the pod on the device plugin, under its quota: {describe(found)}, "
+        f"so its DRA claims would escape the quota; to translate such pods, limit the DRA "
+        f"side too: {fix_line(namespace)}"
+    )
+
+
+# ---- the DRA-side quota that mirrors a legacy one ------------------------------------------
+
+
+class Mirror(NamedTuple):
+    quota: Obj  # the ResourceQuota to apply
+    notes: tuple[str, ...]  # what a reader should know, printed as YAML comments
+
+
+def is_mirror(quota: Quota) -> bool:
+    return quota.name.startswith(QUOTA_PREFIX)
+
+
+def mirror(
+    namespace: str, quota: Quota, policy: Policy, limited: Collection[str] = ()
+) -> Mirror | None:
+    """The ResourceQuota that limits DRA devices as `quota` limits legacy resources: per
+    class, the sum of its resources' limits (the smaller of requests. and limits. when both
+    are set); None when the quota limits no mapped resource, or the DRA side is limited
+    already (in `quota`, or by a key in `limited`: the namespace's other quotas')."""
+    amounts: dict[str, dict[str, int]] = defaultdict(dict)  # class -> resource -> devices
+    notes: list[str] = []
+    for key, value in quota.hard.items():
+        resource = legacy_resource(key)
+        hit = None if resource is None else policy.mapping_for(resource)
+        if resource is None or hit is None:
+            continue
+        device_class = hit[0].device_class
+        if devices_key(device_class) in quota.hard or devices_key(device_class) in limited:
+            continue
+        count = parse_count(value)
+        if count is None:
+            notes.append(f"{key}: {value!r} is not a whole number of devices; left out")
+            continue
+        known = amounts[device_class].get(resource)
+        amounts[device_class][resource] = count if known is None else min(known, count)
+        if key.startswith("limits."):
+            notes.append(
+                f"{key}: the API server counts only requests. for an extended resource; "
+                "the DRA side enforces this limit"
+            )
+    if not any(amounts.values()):
+        return None
+    hard: dict[str, str] = {}
+    for device_class, per in sorted(amounts.items()):
+        if not per:
+            continue
+        hard[devices_key(device_class)] = str(sum(per.values()))
+        if len(per) > 1:
+            split = ", ".join(f"{r} {n}" for r, n in sorted(per.items()))
+            notes.append(
+                f"{device_class}: the sum of {split} is kept; the split between them is "
+                "not (one DeviceClass serves them all)"
+            )
+    if quota.scoped:
+        notes.append(f"{quota.name} has scopes; claims have none, so this quota counts every claim")
+    name = (QUOTA_PREFIX + quota.name)[:253].rstrip("-.")
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(MANAGED_BY),
+            "annotations": {MIRRORS: quota.name},
+        },
+        "spec": {"hard": hard},
+    }
+    return Mirror(obj, tuple(dict.fromkeys(notes)))

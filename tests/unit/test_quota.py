@@ -1,0 +1,292 @@
+"""Quota: translating a pod never lets its namespace escape a GPU quota (the pure decision, the
+admission verdict, the DRA-side quota `gpu2dra quota` prints)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.core.catalog import Catalog
+from app.core.policy import Policy, load_policy
+from app.core.quota import Quota, mirror, namespace_uses, translated_uses, unguarded
+from app.core.resources import legacy_devices
+from app.core.translate import translate
+from app.webhook.mutate import Mutator
+from app.webhook.view import Verdict
+from tests.unit.fake import FakeCluster
+from tests.unit.pods import container, gpu
+from tests.unit.test_admission import apply, pod, request, run
+from tests.unit.test_properties import TRANSLATED, pod_specs
+
+Obj = dict[str, Any]
+GPU, MIG = "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"
+GPU_DEVICES = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+MIG_DEVICES = "mig.nvidia.com.deviceclass.resource.k8s.io/devices"
+PLAIN = Catalog.of(["gpu.nvidia.com", "mig.nvidia.com"])
+KEP5004 = Catalog(MappingProxyType({"gpu.nvidia.com": GPU, "mig.nvidia.com": None}))
+
+
+def q(name: str, **hard: str) -> Quota:
+    """`requests_nvidia_com__gpu` -> `requests.nvidia.com/gpu`."""
+    return Quota(name, {k.replace("__", "/").replace("_", "."): v for k, v in hard.items()})
+
+
+def quotas(*keys: str, name: str = "gpus") -> list[Quota]:
+    return [Quota(name, dict.fromkeys(keys, "4"))]
+
+
+@pytest.mark.parametrize(
+    ("uses", "found", "catalog", "lifted", "why"),
+    [
+        ([(GPU, "gpu.nvidia.com")], [], PLAIN, [], "no quota at all"),
+        ([(GPU, "gpu.nvidia.com")], quotas("requests.cpu"), PLAIN, [], "no GPU quota"),
+        ([(GPU, "gpu.nvidia.com")], quotas(f"requests.{GPU}"), PLAIN, [GPU], "lifted"),
+        ([(GPU, "gpu.nvidia.com")], quotas(f"limits.{GPU}"), PLAIN, [GPU], "limits. too"),
+        ([(GPU, "gpu.nvidia.com")], quotas(GPU), PLAIN, [], "bare name: not a request quota"),
+        (
+            [(GPU, "gpu.nvidia.com")],
+            quotas(f"requests.{GPU}", GPU_DEVICES),
+            PLAIN,
+            [],
+            "DRA side limited in the same quota",
+        ),
+        (
+            [(GPU, "gpu.nvidia.com")],
+            [*quotas(f"requests.{GPU}"), *quotas(GPU_DEVICES, name="dra")],
+            PLAIN,
+            [],
+            "DRA side limited in another quota",
+        ),
+        (
+            [(GPU, "gpu.nvidia.com")],
+            quotas(f"requests.{GPU}", MIG_DEVICES),
+            PLAIN,
+            [GPU],
+            "another class's limit does not count",
+        ),
+        (
+            [(GPU, "gpu.nvidia.com")],
+            quotas(f"requests.{GPU}"),
+            KEP5004,
+            [],
+            "KEP-5004 served: claims count against requests.nvidia.com/gpu",
+        ),
+        (
+            [(MIG, "mig.nvidia.com")],
+            quotas(f"requests.{MIG}"),
+            KEP5004,
+            [MIG],
+            "the other class carries no extendedResourceName",
+        ),
+        (
+            [(GPU, "gpu.nvidia.com"), (MIG, "mig.nvidia.com")],
+            quotas(f"requests.{MIG}", GPU_DEVICES),
+            PLAIN,
+            [MIG],
+            "only the unguarded one",
+        ),
+        ([(GPU, "gpu.nvidia.com")], quotas(f"requests.{MIG}"), PLAIN, [], "other resource"),
+    ],
+)
+def test_what_translation_would_lift(
+    uses: list[tuple[str, str]],
+    found: list[Quota],
+    catalog: Catalog,
+    lifted: list[str],
+    why: str,
+) -> None:
+    assert [u.resource for u in unguarded(uses, found, catalog)] == lifted, why
+
+
+def test_uses_are_what_the_translation_took_off(policy: Policy) -> None:
+    spec = {
+        "containers": [
+            container("a", gpu(1)),
+            container("b", {MIG: 1}),
+            container("c", {GPU: 1}, {GPU: 2}),  # invalid: left as is
+        ]
+    }
+    t = translate(spec, policy, PLAIN)
+    assert translated_uses(spec, t.spec, policy) == (
+        (GPU, "gpu.nvidia.com"),
+        (MIG, "mig.nvidia.com"),
+    )
+    assert translated_uses(spec, spec, policy) == ()
+
+
+def test_namespace_uses_are_the_limited_mapped_resources(policy: Policy) -> None:
+    found = [
+        q("a", requests_nvidia_com__gpu="2", requests_cpu="8"),
+        Quota("b", {"limits.nvidia.com/mig-2g.20gb": "1"}),
+    ]
+    assert namespace_uses(found, policy) == (
+        (GPU, "gpu.nvidia.com"),
+        ("nvidia.com/mig-2g.20gb", "mig.nvidia.com"),
+    )
+
+
+# ---- admission -------------------------------------------------------------------------------
+
+
+def cluster(mode: str, *found: Quota, catalog: Catalog = PLAIN) -> FakeCluster:
+    return FakeCluster(
+        catalog=catalog,
+        labels={"ml": {"gpu2dra.io/migration": mode}},
+        quotas={"ml": list(found)},
+    )
+
+
+def test_a_pod_under_a_legacy_quota_stays_on_the_device_plugin(policy: Policy) -> None:
+    fake = cluster("enabled", *quotas(f"requests.{GPU}", "requests.cpu", name="team-gpus"))
+    mutator = Mutator(policy)
+    verdict = mutator(request(pod()), fake)
+    assert isinstance(verdict, Verdict)  # answered without awaiting anything
+    assert verdict.result == "quota"
+    response = run(verdict)
+    assert response["allowed"] and "patch" not in response and fake.created == []
+    (warning,) = response["warnings"]
+    assert warning == (
+        "gpu2dra left the pod on the device plugin, under its quota: ResourceQuota team-gpus "
+        "limits requests.nvidia.com/gpu and no quota limits "
+        f"{GPU_DEVICES}, so its DRA claims would escape the quota; to translate such "
+        "pods, limit the DRA side too: gpu2dra quota -n ml | kubectl apply -f -"
+    )
+
+
+def test_audit_says_the_same(policy: Policy) -> None:
+    response = run(Mutator(policy)(request(pod()), cluster("audit", *quotas(f"requests.{GPU}"))))
+    assert "patch" not in response and "auditAnnotations" not in response
+    (warning,) = response["warnings"]
+    assert warning.startswith("gpu2dra audit: would not translate: gpu2dra left the pod")
+    assert "gpu2dra quota -n ml | kubectl apply -f -" in warning
+
+
+@pytest.mark.parametrize(
+    ("found", "catalog"),
+    [
+        (quotas(f"requests.{GPU}", GPU_DEVICES), PLAIN),
+        (quotas(f"requests.{GPU}"), KEP5004),
+        (quotas("requests.cpu"), PLAIN),
+    ],
+)
+def test_a_guarded_quota_lets_the_pod_be_translated(
+    policy: Policy, found: list[Quota], catalog: Catalog
+) -> None:
+    # A mapping that translates even where the class serves the resource in-tree: else the
+    # pod is left to the in-tree path, whose claims count against the legacy quota anyway.
+    (gpu, *rest) = policy.mappings
+    policy = replace(policy, mappings=(replace(gpu, in_tree="translate"), *rest))
+    response = run(Mutator(policy)(request(pod()), cluster("enabled", *found, catalog=catalog)))
+    assert "patch" in response
+
+
+def test_the_memo_does_not_carry_a_namespace_decision(policy: Policy) -> None:
+    mutator = Mutator(policy)
+    assert "patch" in run(mutator(request(pod()), cluster("enabled")))
+    assert "patch" not in run(
+        mutator(request(pod()), cluster("enabled", *quotas(f"requests.{GPU}")))
+    )
+    assert "patch" in run(mutator(request(pod()), cluster("enabled")))
+
+
+LEGACY_KEYS = [f"{p}{r}" for p in ("requests.", "limits.") for r in TRANSLATED]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    spec=pod_specs,
+    keys=st.lists(st.sampled_from([*LEGACY_KEYS, GPU_DEVICES, MIG_DEVICES, "requests.cpu"])),
+)
+def test_translation_never_lifts_an_unmatched_legacy_quota(spec: Obj, keys: list[str]) -> None:
+    policy = load_policy(None)
+    fake = cluster("enabled", Quota("q", dict.fromkeys(keys, "1")))
+    obj = pod(copy.deepcopy(spec))
+    response = run(Mutator(policy)(request(obj), fake))
+    if "patch" not in response:
+        return
+    before = legacy_devices(obj["spec"], policy)
+    after = legacy_devices(apply(copy.deepcopy(obj), response)["spec"], policy)
+    for resource, devices in before.items():
+        hit = policy.mapping_for(resource)
+        assert hit is not None
+        limited = {f"requests.{resource}", f"limits.{resource}"} & set(keys)
+        guarded = f"{hit[0].device_class}.deviceclass.resource.k8s.io/devices" in keys
+        if limited and not guarded:
+            assert after.get(resource, 0) == devices, (resource, keys)
+
+
+# ---- the DRA-side quota ----------------------------------------------------------------------
+
+
+def test_mirror_limits_each_class_as_the_legacy_quota(policy: Policy) -> None:
+    legacy = q("team", requests_nvidia_com__gpu="4", requests_cpu="16")
+    found = mirror("team-a", legacy, policy)
+    assert found is not None
+    assert found.quota == {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {
+            "name": "gpu2dra-dra-team",
+            "namespace": "team-a",
+            "labels": {"app.kubernetes.io/managed-by": "gpu2dra"},
+            "annotations": {"gpu2dra.io/mirrors": "team"},
+        },
+        "spec": {"hard": {GPU_DEVICES: "4"}},
+    }
+    assert found.notes == ()
+
+
+def test_mirror_sums_mig_profiles_and_says_so(policy: Policy) -> None:
+    legacy = Quota(
+        "mig",
+        {
+            "requests.nvidia.com/mig-1g.10gb": "2",
+            "limits.nvidia.com/mig-1g.10gb": "3",  # the smaller one is the limit
+            "requests.nvidia.com/mig-2g.20gb": "1",
+        },
+    )
+    found = mirror("ml", legacy, policy)
+    assert found is not None
+    assert found.quota["spec"]["hard"] == {MIG_DEVICES: "3"}
+    assert any(
+        "the sum of nvidia.com/mig-1g.10gb 2, nvidia.com/mig-2g.20gb 1 is kept" in n
+        for n in found.notes
+    )
+    assert any(
+        "limits.nvidia.com/mig-1g.10gb: the API server counts only requests." in n
+        for n in found.notes
+    )
+
+
+@pytest.mark.parametrize(
+    "legacy",
+    [
+        q("cpu", requests_cpu="4"),
+        q(
+            "done",
+            requests_nvidia_com__gpu="4",
+            **{"gpu_nvidia_com_deviceclass_resource_k8s_io__devices": "4"},
+        ),
+    ],
+)
+def test_nothing_to_mirror(policy: Policy, legacy: Quota) -> None:
+    assert mirror("ml", legacy, policy) is None
+
+
+def test_mirror_notes_a_count_it_cannot_read(policy: Policy) -> None:
+    found = mirror(
+        "ml",
+        Quota("odd", {"requests.nvidia.com/gpu": "1500m", "requests.nvidia.com/mig-1g.10gb": "1"}),
+        policy,
+    )
+    assert found is not None and found.quota["spec"]["hard"] == {MIG_DEVICES: "1"}
+    assert (
+        found.notes[0]
+        == "requests.nvidia.com/gpu: '1500m' is not a whole number of devices; left out"
+    )
