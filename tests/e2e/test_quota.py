@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client
 
@@ -29,6 +30,7 @@ Obj = dict[str, Any]
 LEGACY = "requests.nvidia.com/gpu"
 DEVICES = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
 LEFT = "gpu2dra left the pod on the device plugin, under its quota"
+pytestmark = pytest.mark.every_release
 
 
 def legacy_quota(plane: ControlPlane, namespace: str) -> None:
