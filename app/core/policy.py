@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping as AnyMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -41,6 +42,9 @@ mappings:
     nodeLabels: mig
     selectors:
       - "device.attributes['gpu.nvidia.com'].profile == '{profile}'"
+# MIG single strategy (nvidia.com/gpu on a node whose GFD product is <model>-MIG-<profile>)
+# is translated with this pattern mapping's class and selectors; `none` leaves such pods.
+migSingle: nvidia.com/mig-*
 """
 
 
@@ -56,6 +60,9 @@ class ResourceMapping:
     device_class: str
     selectors: tuple[str, ...] = ()
     node_labels: NodeLabels = "gpu"
+    # The driver's sharing settings (GpuSharing as canonical JSON) given to claims of pods
+    # that asked for shared GPUs; "" refuses to translate them (they would become exclusive).
+    sharing: str = ""
 
     @property
     def is_pattern(self) -> bool:
@@ -70,6 +77,8 @@ class Policy:
     keep_node_selectors: bool = False
     skip_namespaces: frozenset[str] = frozenset({"kube-system"})
     device_classes: tuple[str, ...] = ("gpu.nvidia.com", "mig.nvidia.com")
+    # The pattern mapping MIG single-strategy pods are translated with; None leaves them.
+    mig_single: ResourceMapping | None = None
     _exact: dict[str, ResourceMapping] = field(init=False, repr=False, compare=False)
     _prefixes: tuple[tuple[str, ResourceMapping], ...] = field(
         init=False, repr=False, compare=False
@@ -99,14 +108,7 @@ class Policy:
         return None
 
     def with_skipped(self, *namespaces: str) -> Policy:
-        return Policy(
-            mappings=self.mappings,
-            default_mode=self.default_mode,
-            on_error=self.on_error,
-            keep_node_selectors=self.keep_node_selectors,
-            skip_namespaces=self.skip_namespaces | set(namespaces),
-            device_classes=self.device_classes,
-        )
+        return replace(self, skip_namespaces=self.skip_namespaces | set(namespaces))
 
     def mode_for(self, labels: AnyMapping[str, str] | None) -> Mode:
         """The namespace's mode: its label, else the cluster default. A misspelt label disables."""
@@ -131,7 +133,7 @@ def _mapping(resource: Any, raw: Any) -> ResourceMapping:
     where = f"mappings[{resource!r}]"
     _expect(isinstance(resource, str) and "/" in resource, where, "key must be a resource name")
     _expect(isinstance(raw, dict), where, "must be a map")
-    unknown = set(raw) - {"deviceClassName", "selectors", "nodeLabels"}
+    unknown = set(raw) - {"deviceClassName", "selectors", "nodeLabels", "sharing"}
     _expect(not unknown, where, f"unknown field(s): {', '.join(sorted(unknown))}")
     device_class = raw.get("deviceClassName")
     _expect(isinstance(device_class, str) and bool(device_class), where, "needs deviceClassName")
@@ -148,7 +150,29 @@ def _mapping(resource: Any, raw: Any) -> ResourceMapping:
     )
     default_labels = "mig" if resource.endswith("*") else "gpu"
     node_labels = _choice(raw, "nodeLabels", get_args(NodeLabels), default_labels)
-    return ResourceMapping(resource, device_class, tuple(selectors), node_labels)  # type: ignore[arg-type]
+    sharing = _sharing(raw.get("sharing", "refuse"), f"{where}.sharing")
+    return ResourceMapping(resource, device_class, tuple(selectors), node_labels, sharing)  # type: ignore[arg-type]
+
+
+_STRATEGIES = ("TimeSlicing", "MPS")
+_STRATEGY_CONFIG = {"TimeSlicing": "timeSlicingConfig", "MPS": "mpsConfig"}
+
+
+def _sharing(raw: Any, where: str) -> str:
+    """`refuse`, a strategy name, or the driver's GpuSharing map; as canonical JSON."""
+    if raw == "refuse":
+        return ""
+    if isinstance(raw, str):
+        raw = {"strategy": raw}
+    _expect(isinstance(raw, dict), where, "must be refuse, TimeSlicing, MPS or a map")
+    strategy = raw.get("strategy")
+    _expect(strategy in _STRATEGIES, where, f"strategy must be one of {', '.join(_STRATEGIES)}")
+    config_key = _STRATEGY_CONFIG[strategy]
+    unknown = set(raw) - {"strategy", config_key}
+    _expect(not unknown, where, f"unknown field(s) for {strategy}: {', '.join(sorted(unknown))}")
+    config = raw.get(config_key, {"interval": "Default"} if strategy == "TimeSlicing" else {})
+    _expect(isinstance(config, dict), where, f"{config_key} must be a map")
+    return json.dumps({"strategy": strategy, config_key: config}, sort_keys=True)
 
 
 _KEYS = {
@@ -158,6 +182,7 @@ _KEYS = {
     "skipNamespaces",
     "deviceClasses",
     "mappings",
+    "migSingle",
 }
 
 
@@ -183,16 +208,29 @@ def parse_policy(raw: Any) -> Policy:
         "deviceClasses",
         "must be a list of DeviceClass names",
     )
+    parsed = tuple(_mapping(k, v) for k, v in mappings.items())
     return Policy(
-        mappings=tuple(_mapping(k, v) for k, v in mappings.items()),
+        mappings=parsed,
         default_mode=_choice(raw, "defaultMode", MODES, "disabled"),  # type: ignore[arg-type]
         on_error=_choice(raw, "onError", ("allow", "deny"), "allow"),  # type: ignore[arg-type]
         keep_node_selectors=keep,
         skip_namespaces=frozenset(skip),
         device_classes=tuple(classes),
+        mig_single=_mig_single(raw.get("migSingle", _DEFAULT_MIG_SINGLE), parsed),
     )
 
 
+def _mig_single(key: Any, mappings: tuple[ResourceMapping, ...]) -> ResourceMapping | None:
+    if key == "none":
+        return None
+    patterns = {m.resource: m for m in mappings if m.is_pattern}
+    if key == _DEFAULT_MIG_SINGLE and key not in patterns:
+        return None  # mappings of its own without a MIG pattern: nothing to translate with
+    _expect(key in patterns, "migSingle", f"must be none or a pattern mapping, not {key!r}")
+    return patterns[key]
+
+
+_DEFAULT_MIG_SINGLE = "nvidia.com/mig-*"
 _DEFAULT_MAPPINGS = yaml.safe_load(DEFAULT_POLICY_YAML)["mappings"]
 
 

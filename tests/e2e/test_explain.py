@@ -173,7 +173,9 @@ def test_missing_device_class_leaves_the_pod(
         custom.create_cluster_custom_object(
             "resource.k8s.io", "v1", "deviceclasses", device_class("mig.nvidia.com", "mig")
         )
-    assert "FAIL  not translated (1 x nvidia.com/mig-1g.5gb): gpu2dra leaves this pod as it is" in text
+    assert (
+        "FAIL  not translated (1 x nvidia.com/mig-1g.5gb): gpu2dra leaves this pod as it is" in text
+    )
     assert "DeviceClass mig.nvidia.com does not exist" in text
 
 

@@ -61,6 +61,26 @@ def test_a_field_left_out_takes_the_default(tmp_path: Path) -> None:
             {"mappings": {"a/b": {"deviceClassName": "x", "nodeLabels": "all"}}},
             "nodeLabels: must be one of gpu, mig, none",
         ),
+        (
+            {"mappings": {"a/b": {"deviceClassName": "x", "sharing": "Always"}}},
+            "sharing: strategy must be one of TimeSlicing, MPS",
+        ),
+        (
+            {"mappings": {"a/b": {"deviceClassName": "x", "sharing": 3}}},
+            "sharing: must be refuse, TimeSlicing, MPS or a map",
+        ),
+        (
+            {
+                "mappings": {
+                    "a/b": {
+                        "deviceClassName": "x",
+                        "sharing": {"strategy": "MPS", "timeSlicingConfig": {}},
+                    }
+                }
+            },
+            "unknown field(s) for MPS: timeSlicingConfig",
+        ),
+        ({"migSingle": "nvidia.com/gpu"}, "migSingle: must be none or a pattern mapping"),
         ({"skipNamespaces": "kube-system"}, "skipNamespaces: must be a list"),
         ({"deviceClasses": [""]}, "deviceClasses: must be a list"),
     ],
@@ -78,3 +98,10 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     bad.write_text("a: [")
     with pytest.raises(PolicyError, match="not valid YAML"):
         load_policy(bad)
+
+
+def test_mig_single_takes_the_mig_pattern_mapping() -> None:
+    assert load_policy(None).mig_single == load_policy(None).mapping_for("nvidia.com/mig-1g.5gb")[0]  # type: ignore[index]
+    assert parse_policy({"migSingle": "none"}).mig_single is None
+    own = parse_policy({"mappings": {"nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com"}}})
+    assert own.mig_single is None

@@ -20,7 +20,13 @@ from app.core.catalog import Catalog
 from app.core.kube import is_dns_label
 from app.core.names import request_name
 from app.core.policy import DEFAULT_POLICY_YAML, MODE_LABEL, Policy, load_policy, parse_policy
-from app.core.resources import legacy_devices, parse_count
+from app.core.resources import (
+    containers,
+    is_regular_init,
+    legacy_amounts,
+    legacy_devices,
+    parse_count,
+)
 from app.core.translate import Translation, translate
 from app.manifests.podspecs import is_pod_spec
 from app.troubleshoot.explain import PodFacts, explain
@@ -49,6 +55,8 @@ ODD_GPU = [
     "nvidia.com/mig-",
     "nvidia.com/mig-1g.5gb.shared",
     "nvidia.com/GPU",
+    "nvidia.com/gpumem",  # HAMi's fractions: a companion no mapping covers
+    "nvidia.com/gpucores",
 ]
 OTHER_RESOURCES = ["cpu", "memory", "example.com/fpga"]
 REQUEST_NAMES = ["gpu", "mig-1g-10gb", "gpu-shared"]
@@ -193,6 +201,10 @@ gfd_values: dict[str, list[str]] = {
     PRODUCT: [
         "NVIDIA-A100-SXM4-40GB",
         "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+        "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb.me",
+        "NVIDIA-A100-SXM4-40GB-MIG-INVALID",
+        "NVIDIA-A100-SXM4-40GB-MIG-big",
+        "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED",
         "Tesla-T4-SHARED",
         "NVIDIA-H100-80GB-HBM3",
         "it's\\",
@@ -200,6 +212,11 @@ gfd_values: dict[str, list[str]] = {
     FAMILY: ["ampere", "hopper", "ada-lovelace", "Ampere", "unknown"],
     MEMORY: ["40960", "81559", "0", "40GB", "9999999999999", "-1"],
     "nvidia.com/gpu.count": ["1", "8"],
+    "nvidia.com/gpu.replicas": ["1", "4"],
+    "nvidia.com/gpu.sharing-strategy": ["none", "time-slicing", "mps"],
+    "nvidia.com/gpu.compute.major": ["8", "9"],
+    "nvidia.com/cuda.driver-version.full": ["550.107.02", "580.82.07", "550"],
+    "nvidia.com/cuda.driver.rev": ["02", ""],
     "nvidia.com/mig.strategy": ["mixed"],
     "zone": ["a", "b"],
 }
@@ -229,7 +246,7 @@ def _node_selectors(draw: st.DrawFn) -> Any:
     return {k: draw(label_values[k]) for k in keys}
 
 
-operators = st.sampled_from(["In", "In", "NotIn", "Exists", "DoesNotExist", "Gt", "in"])
+operators = st.sampled_from(["In", "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "in"])
 
 
 @st.composite
@@ -367,7 +384,22 @@ def _policy(**changes: Any) -> Policy:
 DEFAULT_POLICY = load_policy(None)
 _KEEP = _policy(keepNodeSelectors=True)
 # Two resources of one shape (class and selectors) can meet in one container.
-_SHARED = _policy(mappings={"nvidia.com/gpu.shared": {"deviceClassName": "gpu.nvidia.com"}})
+_SHARED = _policy(
+    mappings={
+        "nvidia.com/gpu.shared": {"deviceClassName": "gpu.nvidia.com", "sharing": "TimeSlicing"}
+    }
+)
+# Shared GPUs translated with the driver's sharing config, MIG single strategy included.
+_SHARING = _policy(
+    mappings={
+        "nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com", "sharing": "TimeSlicing"},
+        "nvidia.com/mig-*": {
+            "deviceClassName": "mig.nvidia.com",
+            "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}},
+            "selectors": ["device.attributes['gpu.nvidia.com'].profile == '{profile}'"],
+        },
+    }
+)
 # Any MIG slice will do: every MIG resource has the same shape (class, selectors).
 _ANY_SLICE = _policy(mappings={"nvidia.com/mig-*": {"deviceClassName": "mig.nvidia.com"}})
 _SERVED = Catalog.from_objects(
@@ -386,6 +418,7 @@ setups: st.SearchStrategy[tuple[Policy, Catalog]] = st.sampled_from(
         (DEFAULT_POLICY, Catalog.of(DEFAULT_POLICY.device_classes)),
         (_KEEP, Catalog.of(_KEEP.device_classes)),
         (_SHARED, Catalog.of(_SHARED.device_classes)),
+        (_SHARING, Catalog.of(_SHARING.device_classes)),
         (_ANY_SLICE, Catalog.of(_ANY_SLICE.device_classes)),
         (DEFAULT_POLICY, Catalog.of(["gpu.nvidia.com"])),
         (DEFAULT_POLICY, _SERVED),
@@ -639,6 +672,43 @@ def test_patch_ops_rebuild_the_translation(spec: Obj, setup: tuple[Policy, Catal
     assert patched == {"metadata": {"name": "p"}, "spec": result.spec}
 
 
+def _shape(template: Obj) -> tuple[str, tuple[str, ...], str]:
+    devices = template["spec"]["spec"]["devices"]
+    (request,) = devices["requests"]
+    selectors = tuple(s["cel"]["expression"] for s in request["exactly"].get("selectors", []))
+    config = [c["opaque"] for c in devices.get("config", [])]
+    return request["exactly"]["deviceClassName"], selectors, repr(config)
+
+
+def _devices_by_shape(spec: Obj, policy: Policy) -> Counter[Any]:
+    """What legacy_devices counts, by the shape of the claim each resource becomes: the
+    template of a pod with only that resource and the same node terms."""
+    catalog = Catalog.of(policy.device_classes)
+    terms: Obj = {k: spec[k] for k in ("nodeSelector", "affinity") if k in spec}
+    shapes: dict[str, Any] = {}
+
+    def shape(resource: str) -> Any:
+        if resource not in shapes:
+            alone = {"containers": [{"name": "x", "resources": {"limits": {resource: 1}}}]}
+            made = translate({**alone, **terms}, policy, catalog).templates
+            shapes[resource] = _shape(made[0]) if made else resource
+        return shapes[resource]
+
+    running: Counter[Any] = Counter()
+    init: Counter[Any] = Counter()
+    for field, _, container in containers(spec):
+        mine: Counter[Any] = Counter()
+        for resource, n in legacy_amounts(container, policy).items():
+            mine[shape(resource)] += n
+        for key, n in mine.items():
+            if is_regular_init(field, container):
+                init[key] = max(init[key], n)
+            else:
+                running[key] += n
+    needs = {k: max(running[k], init[k]) for k in running.keys() | init.keys()}
+    return Counter({k: n for k, n in needs.items() if n})
+
+
 @property_test
 def test_translate_explain_and_report_count_alike(spec: Obj, setup: tuple[Policy, Catalog]) -> None:
     """Every reader of legacy requests sees the same GPUs: `report`'s row, `explain`'s
@@ -657,15 +727,15 @@ def test_translate_explain_and_report_count_alike(spec: Obj, setup: tuple[Policy
     result = translate(spec, policy, catalog)
     if not result.changed or legacy_devices(result.spec, policy):
         return  # left as is, or only some containers translated
+    # Counted by shape (class and selectors): an init container reuses an app claim of its
+    # shape whatever resource that claim stands for.
     templates = {t["metadata"]["name"]: t for t in result.templates}
-    claimed: Counter[str] = Counter()
+    claimed: Counter[Any] = Counter()
     for claim in _new_claims(spec, result):
         template = templates[claim["resourceClaimTemplateName"]]
         (request,) = template["spec"]["spec"]["devices"]["requests"]
-        claimed[request["name"]] += request["exactly"]["count"]
-    before: Counter[str] = Counter()
-    for resource, n in want.items():
-        before[request_name(resource)] += n
+        claimed[_shape(template)] += request["exactly"]["count"]
+    before = _devices_by_shape(spec, policy)
     if any("so it gets a claim of its own" in w for w in result.warnings):
         assert claimed.total() > before.total()
     else:
