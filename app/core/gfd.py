@@ -8,36 +8,22 @@ longer depends on nodes carrying GFD labels (DRA nodes often do not run GFD).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from functools import lru_cache
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
+from app.core.gfd_cel import (
+    MIG_INFIX,
+    PRODUCT,
+    REPLICAS,
+    SHARED_SUFFIX,
+    SHARING_STRATEGY,
+    requirement_cel,
+)
 from app.core.kube import Obj
+from app.core.mig import mig_profile
 from app.core.policy import NodeLabels
 
-PRODUCT = "nvidia.com/gpu.product"
-FAMILY = "nvidia.com/gpu.family"
-MEMORY = "nvidia.com/gpu.memory"
 _GFD_PREFIXES = ("nvidia.com/gpu.", "nvidia.com/mig.", "nvidia.com/mig-", "nvidia.com/cuda.")
-
-_ATTR = "device.attributes['gpu.nvidia.com']"
-_MEMORY = "device.capacity['gpu.nvidia.com'].memory"
-# GFD derives gpu.family from the compute capability; the DRA driver's `architecture` names the
-# same generations, capitalised and with spaces ("Ada Lovelace" <-> "ada-lovelace").
-_FAMILIES = frozenset(
-    {
-        "kepler",
-        "maxwell",
-        "pascal",
-        "volta",
-        "turing",
-        "ampere",
-        "ada-lovelace",
-        "hopper",
-        "blackwell",
-        "rubin",
-    }
-)
 _ALL_KINDS: tuple[NodeLabels, ...] = ("gpu", "mig")
 
 
@@ -52,76 +38,7 @@ def is_label_value(value: str) -> bool:
     return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _one_of(expr: str, values: Sequence[str]) -> str:
-    if len(values) == 1:
-        return f"{expr} == {_quote(values[0])}"
-    return f"{expr} in [{', '.join(_quote(v) for v in values)}]"
-
-
-def _product(value: str) -> str:
-    # GFD appends -MIG-<profile> (MIG single strategy) or -SHARED (sharing replicas) to the
-    # product; the device's productName has neither.
-    return value.split("-MIG-", 1)[0].removesuffix("-SHARED")
-
-
-# GFD sanitises the NVML name: it drops characters outside [A-Za-z0-9-_. ] and joins words
-# with dashes; productName keeps the spaces. Replacing spaces maps every real NVIDIA name.
-_PRODUCT_EXPR = f"{_ATTR}.productName.replace(' ', '-')"
-_FAMILY_EXPR = f"{_ATTR}.architecture.lowerAscii().replace(' ', '-')"
-
-
-def _memory_range(mib: int) -> str:
-    # GFD's gpu.memory is the total in MiB rounded down, so N means N Mi <= memory < N+1 Mi.
-    return (
-        f"({_MEMORY}.compareTo(quantity('{mib}Mi')) >= 0 && "
-        f"{_MEMORY}.compareTo(quantity('{mib + 1}Mi')) < 0)"
-    )
-
-
-def _ints(values: Sequence[str]) -> list[int] | None:
-    if values and all(v.isascii() and v.isdigit() and len(v) <= 12 for v in values):
-        return [int(v) for v in values]
-    return None
-
-
 Requirement = tuple[str, str, list[str]]  # key, operator, values
-# One CEL expression, "" when the requirement holds for every device, None when untranslatable.
-Cel = str | None
-
-
-def requirement_cel(req: Requirement, kind: NodeLabels) -> Cel:
-    """The CEL selector that asks of a device what `req` asks of its node, for `kind` devices."""
-    key, op, values = req
-    # Pods of one workload repeat the same few node terms: each is turned into CEL once
-    # (long value lists are not kept, so the cache stays small).
-    convert = _cached_cel if len(values) <= 16 else _cel
-    return convert(key, op, tuple(values), kind)
-
-
-def _cel(key: str, op: str, values: tuple[str, ...], kind: NodeLabels) -> Cel:
-    if kind == "none":
-        return None
-    if op == "Exists" and key in (PRODUCT, FAMILY, MEMORY):
-        return ""  # every GPU node has these labels; the device request already implies it
-    if op not in ("In", "NotIn") or not values:
-        return None
-    if key == PRODUCT:
-        cel = _one_of(_PRODUCT_EXPR, sorted({_product(v) for v in values}))
-    elif key == FAMILY and all(v in _FAMILIES for v in values):
-        cel = _one_of(_FAMILY_EXPR, values)
-    elif key == MEMORY and kind == "gpu" and (mibs := _ints(values)) is not None:
-        cel = " || ".join(_memory_range(m) for m in mibs)
-        cel = f"({cel})" if len(mibs) > 1 else cel
-    else:
-        return None
-    return f"!({cel})" if op == "NotIn" else cel
-
-
-_cached_cel = lru_cache(maxsize=1024)(_cel)
 
 
 class NodeSelection(NamedTuple):
@@ -154,9 +71,12 @@ def _requirements_of_term(term: Obj) -> list[Requirement] | None:
     return reqs
 
 
-def select_devices(spec: Obj, kinds: Sequence[NodeLabels], keep_node_terms: bool) -> NodeSelection:
+def select_devices(
+    spec: Obj, kinds: Sequence[NodeLabels], keep_node_terms: bool, slice_memory: bool = False
+) -> NodeSelection:
     """Translate GFD terms of `spec` for requests of `kinds`; a term is dropped from the node
-    side only when every kind could express it (a MIG device has no whole-GPU memory)."""
+    side only when every kind could express it (a MIG device has no whole-GPU memory, but on
+    a MIG single-strategy node, `slice_memory`, gpu.memory is the MIG device's)."""
     selectors: dict[NodeLabels, list[str]] = {k: [] for k in _ALL_KINDS}
     warnings: list[str] = []
     invalid: list[str] = []
@@ -170,7 +90,7 @@ def select_devices(spec: Obj, kinds: Sequence[NodeLabels], keep_node_terms: bool
         if op in ("Exists", "DoesNotExist") and values:
             invalid.append(f"node label {key}: operator {op} takes no values")
             return False
-        cels = {k: requirement_cel(req, k) for k in kinds}
+        cels = {k: requirement_cel(key, op, values, k, slice_memory) for k in kinds}
         if any(c is None for c in cels.values()):
             if is_gfd_label(req[0]):
                 warnings.append(
@@ -260,3 +180,89 @@ def _with(obj: Obj, key: str, value: Any) -> Obj:
     if value is not REMOVE:
         out[key] = value
     return out
+
+
+# ---- what the node terms say about the GPUs, before any is translated -----------------------
+
+
+def _positive_requirements(spec: Obj) -> Iterator[Requirement]:
+    """The nodeSelector (as `In`) and every requirement of every required affinity term."""
+    node_selector = spec.get("nodeSelector")
+    if isinstance(node_selector, dict):
+        for key, value in node_selector.items():
+            if isinstance(key, str) and isinstance(value, str):
+                yield key, "In", [value]
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = (
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node_affinity, dict)
+        else None
+    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    for term in terms if isinstance(terms, list) else ():
+        reqs = _requirements_of_term(term) if isinstance(term, dict) else None
+        yield from reqs or ()
+
+
+def _count(value: str) -> int:
+    """A replica count label value; -1 if it is none (`²` is a digit to str.isdigit)."""
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 12 else -1
+
+
+def shared_terms(spec: Obj) -> list[str]:
+    """The pod's node terms that pick GPUs the device plugin shares (time-slicing or MPS
+    replicas): a `-SHARED` product, a sharing strategy, more than one replica."""
+    found = []
+    for key, op, values in _positive_requirements(spec):
+        if key == PRODUCT:
+            shares = op == "In" and any(v.endswith(SHARED_SUFFIX) for v in values)
+        elif key == SHARING_STRATEGY:
+            shares = op == "In" and bool({"time-slicing", "mps"} & set(values))
+        elif key == REPLICAS:
+            shares = (
+                op == "Exists"
+                or (op == "In" and any(_count(v) > 1 for v in values))
+                or (op == "Gt" and bool(values) and _count(values[0]) >= 0)
+            )
+        else:
+            shares = False
+        if shares:
+            found.append(f"{key} ({op} {','.join(values)})" if values else f"{key} ({op})")
+    return found
+
+
+class MigSingle(NamedTuple):
+    """A pod that picks MIG single-strategy nodes: their `nvidia.com/gpu` is a MIG device."""
+
+    profile: str | None  # as the DRA driver spells it; None when it cannot be told
+    problem: str  # why the pod cannot be translated, "" when it can
+
+
+def mig_single(spec: Obj) -> MigSingle | None:
+    """What the GFD product terms say about MIG single strategy; None when nothing.
+
+    GFD labels such a node `<model>-MIG-<profile>` with the profile spelled as the device
+    plugin spells it (`+` written as `.`, so `1g.10gb+me` is `1g.10gb.me`), and
+    `<model>-MIG-INVALID` when the node's MIG layout does not suit the single strategy."""
+    values = [
+        v
+        for key, op, vs in _positive_requirements(spec)
+        if key == PRODUCT and op == "In"
+        for v in vs
+    ]
+    migs = [v.removesuffix(SHARED_SUFFIX) for v in values if MIG_INFIX in v]
+    if not migs:
+        return None
+    spelled = {v.split(MIG_INFIX, 1)[1] for v in migs}
+    if "INVALID" in spelled:
+        return MigSingle(None, "selects MIG single-strategy nodes GFD labels -MIG-INVALID")
+    profiles = {mig_profile(s) for s in spelled}
+    if None in profiles:
+        bad = sorted(s for s in spelled if mig_profile(s) is None)
+        return MigSingle(None, f"MIG profile {', '.join(bad)} is not one the DRA driver names")
+    if len(profiles) > 1:
+        return MigSingle(None, f"selects several MIG profiles ({', '.join(sorted(spelled))})")
+    if len(migs) != len(values):
+        return MigSingle(None, "selects whole GPUs and MIG single-strategy nodes at once")
+    return MigSingle(profiles.pop(), "")

@@ -29,10 +29,11 @@ def native_classes(resources: Iterable[str], catalog: Catalog) -> dict[str, tupl
     return {r: classes for r, classes in sorted(found.items()) if classes}
 
 
-def defer_reason(found: list[Found], node_terms: bool, catalog: Catalog) -> str | None:
+def defer_reason(found: list[Found], adds: bool, catalog: Catalog) -> str | None:
     """Why the in-tree path serves this pod as well as gpu2dra would, or None when gpu2dra
-    should translate it: a mapping that says `translate`, a resource no class serves, GFD node
-    terms (the in-tree path keeps them as node terms, which DRA nodes need not satisfy), or a
+    should translate it: a mapping that says `translate`, a resource no class serves,
+    translation that `adds` what the in-tree path cannot (device selectors from GFD node terms,
+    which it keeps as node terms that DRA nodes need not satisfy; a MIG slice; sharing), or a
     regular init container asking for devices (the in-tree path gives it devices of its own
     beside the app containers', kubernetes/kubernetes#134880)."""
     requests = [(field, c, lg) for field, c, lgs in found for lg in lgs if lg.devices]
@@ -41,7 +42,7 @@ def defer_reason(found: list[Found], node_terms: bool, catalog: Catalog) -> str 
     served = native_classes({lg.resource for _, _, lg in requests}, catalog)
     if len(served) < len({lg.resource for _, _, lg in requests}):
         return None
-    if node_terms or any(is_regular_init(field, c) for field, c, _ in requests):
+    if adds or any(is_regular_init(field, c) for field, c, _ in requests):
         return None
     return "; ".join(
         f"{resource} is served in-tree by DeviceClass {', '.join(classes)}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping as AnyMapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -49,6 +50,9 @@ mappings:
     nodeLabels: mig
     selectors:
       - "device.attributes['gpu.nvidia.com'].profile == '{profile}'"
+# MIG single strategy (nvidia.com/gpu on a node whose GFD product is <model>-MIG-<profile>)
+# is translated with this pattern mapping's class and selectors; `none` leaves such pods.
+migSingle: nvidia.com/mig-*
 """
 
 
@@ -69,6 +73,9 @@ class ResourceMapping:
     selectors: tuple[str, ...] = ()
     node_labels: NodeLabels = "gpu"
     in_tree: InTree = "defer"
+    # The driver's sharing settings (GpuSharing as canonical JSON) given to claims of pods
+    # that asked for shared GPUs; "" refuses to translate them (they would become exclusive).
+    sharing: str = ""
 
     @property
     def is_pattern(self) -> bool:
@@ -83,6 +90,8 @@ class Policy:
     keep_node_selectors: bool = False
     skip_namespaces: frozenset[str] = frozenset({"kube-system"})
     device_classes: tuple[str, ...] = ("gpu.nvidia.com", "mig.nvidia.com")
+    # The pattern mapping MIG single-strategy pods are translated with; None leaves them.
+    mig_single: ResourceMapping | None = None
     _exact: dict[str, ResourceMapping] = field(init=False, repr=False, compare=False)
     _prefixes: tuple[tuple[str, ResourceMapping], ...] = field(
         init=False, repr=False, compare=False
@@ -137,7 +146,7 @@ def _mapping(resource: Any, raw: Any) -> ResourceMapping:
     where = f"mappings[{resource!r}]"
     _expect(isinstance(resource, str) and "/" in resource, where, "key must be a resource name")
     _expect(isinstance(raw, dict), where, "must be a map")
-    unknown = set(raw) - {"deviceClassName", "selectors", "nodeLabels", "inTree"}
+    unknown = set(raw) - {"deviceClassName", "selectors", "nodeLabels", "inTree", "sharing"}
     _expect(not unknown, where, f"unknown field(s): {', '.join(sorted(unknown))}")
     device_class = raw.get("deviceClassName")
     _expect(isinstance(device_class, str) and bool(device_class), where, "needs deviceClassName")
@@ -165,7 +174,31 @@ def _mapping(resource: Any, raw: Any) -> ResourceMapping:
         f"{where}.inTree",
         f"must be one of {', '.join(get_args(InTree))}, not {in_tree!r}",
     )
-    return ResourceMapping(resource, device_class, tuple(selectors), node_labels, in_tree)
+    sharing = _sharing(raw.get("sharing", "refuse"), f"{where}.sharing")
+    return ResourceMapping(
+        resource, device_class, tuple(selectors), node_labels, in_tree=in_tree, sharing=sharing
+    )
+
+
+_STRATEGIES = ("TimeSlicing", "MPS")
+_STRATEGY_CONFIG = {"TimeSlicing": "timeSlicingConfig", "MPS": "mpsConfig"}
+
+
+def _sharing(raw: Any, where: str) -> str:
+    """`refuse`, a strategy name, or the driver's GpuSharing map; as canonical JSON."""
+    if raw == "refuse":
+        return ""
+    if isinstance(raw, str):
+        raw = {"strategy": raw}
+    _expect(isinstance(raw, dict), where, "must be refuse, TimeSlicing, MPS or a map")
+    strategy = raw.get("strategy")
+    _expect(strategy in _STRATEGIES, where, f"strategy must be one of {', '.join(_STRATEGIES)}")
+    config_key = _STRATEGY_CONFIG[strategy]
+    unknown = set(raw) - {"strategy", config_key}
+    _expect(not unknown, where, f"unknown field(s) for {strategy}: {', '.join(sorted(unknown))}")
+    config = raw.get(config_key, {"interval": "Default"} if strategy == "TimeSlicing" else {})
+    _expect(isinstance(config, dict), where, f"{config_key} must be a map")
+    return json.dumps({"strategy": strategy, config_key: config}, sort_keys=True)
 
 
 _KEYS = {
@@ -175,6 +208,7 @@ _KEYS = {
     "skipNamespaces",
     "deviceClasses",
     "mappings",
+    "migSingle",
 }
 
 
@@ -200,14 +234,26 @@ def parse_policy(raw: Any) -> Policy:
         "deviceClasses",
         "must be a list of DeviceClass names",
     )
+    parsed = tuple(_mapping(k, v) for k, v in mappings.items())
     return Policy(
-        mappings=tuple(_mapping(k, v) for k, v in mappings.items()),
+        mappings=parsed,
         default_mode=_choice(raw, "defaultMode", MODES),  # type: ignore[arg-type]
         on_error=_choice(raw, "onError", get_args(OnError)),  # type: ignore[arg-type]
         keep_node_selectors=keep,
         skip_namespaces=frozenset(skip),
         device_classes=tuple(classes),
+        mig_single=_mig_single(raw.get("migSingle", _DEFAULT["migSingle"]), parsed),
     )
+
+
+def _mig_single(key: Any, mappings: tuple[ResourceMapping, ...]) -> ResourceMapping | None:
+    if key == "none":
+        return None
+    patterns = {m.resource: m for m in mappings if m.is_pattern}
+    if key == _DEFAULT["migSingle"] and key not in patterns:
+        return None  # mappings of its own without a MIG pattern: nothing to translate with
+    _expect(key in patterns, "migSingle", f"must be none or a pattern mapping, not {key!r}")
+    return patterns[key]
 
 
 def load_policy(path: Path | None) -> Policy:

@@ -89,6 +89,7 @@ class LegacyRequest(NamedTuple):
     devices: int
     mapping: ResourceMapping
     selectors: tuple[str, ...]  # the mapping's, with {profile} filled in
+    shared: bool = False  # the device plugin's shared replicas (`<name>.shared`)
 
 
 def is_gpu_resource(name: str) -> bool:
@@ -126,18 +127,29 @@ def legacy_requests(
         warn.append(f"{field[:-1]} {container.get('name')!r}: {why}")
 
     found: list[LegacyRequest] = []
+    unmapped: list[str] = []
     for resource in names:
         if not isinstance(resource, str):
             continue
         hit = policy.mapping_for(resource)
-        if hit is None or (hit[0].is_pattern and resource.endswith(".shared")):
-            if resource.endswith(".shared") and is_gpu_resource(resource):
+        shared = resource.endswith(".shared")
+        if hit is None or (hit[0].is_pattern and shared):
+            if "/" in resource:
+                unmapped.append(resource)
+            if shared and is_gpu_resource(resource):
                 say(
-                    f"{resource} (shared GPU replicas) has no faithful DRA equivalent; "
-                    "left as is (map it in the policy to translate it)"
+                    f"{resource} (shared GPU replicas): under DRA each pod's claim gets "
+                    "devices of its own, so it would become exclusive; left as is (map it "
+                    "with `sharing` in the policy to translate it)"
                 )
             continue
         mapping, captured = hit
+        if shared and not mapping.sharing:
+            say(
+                f"{resource} (shared GPU replicas) would become an exclusive GPU; left as is "
+                "(give its mapping `sharing: TimeSlicing` or `MPS` to translate it)"
+            )
+            return None
         selectors = mapping.selectors
         if mapping.is_pattern:
             profile = mig_profile(captured)
@@ -170,7 +182,19 @@ def legacy_requests(
                 "claim can be allocated; container left as is"
             )
             return None
-        found.append(LegacyRequest(resource, count, mapping, selectors))
+        found.append(LegacyRequest(resource, count, mapping, selectors, shared))
+    # A device-plugin request that comes with another resource of its vendor's domain which
+    # nothing maps (HAMi's nvidia.com/gpumem, gpucores, ...) asks for a fraction or a
+    # property of the device a DRA claim cannot give: moving only the GPU would drop that.
+    domains = {lg.resource.split("/", 1)[0] for lg in found}
+    if companions := [r for r in unmapped if r.split("/", 1)[0] in domains]:
+        say(
+            f"{', '.join(companions)} {'comes' if len(companions) == 1 else 'come'} with "
+            f"{', '.join(lg.resource for lg in found)} and no mapping covers "
+            f"{'it' if len(companions) == 1 else 'them'} (a GPU fraction or property a DRA "
+            "claim cannot give); container left as is"
+        )
+        return None
     return found
 
 

@@ -7,6 +7,7 @@ A template is named by its content: the same shape of request always gets the sa
 from __future__ import annotations
 
 import hashlib
+import json
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -17,6 +18,9 @@ from app.core.resources import dra_requests
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu2dra"}
 TEMPLATE_PREFIX = "gpu2dra-"
+# The driver that reads the opaque sharing config: NVIDIA's, the only one gpu2dra configures.
+CONFIG_DRIVER = "gpu.nvidia.com"
+CONFIG_API_VERSION = "resource.nvidia.com/v1beta1"
 
 
 class DeviceRequest(NamedTuple):
@@ -26,6 +30,9 @@ class DeviceRequest(NamedTuple):
     device_class: str
     devices: int  # the request's `count`
     selectors: tuple[str, ...]
+    # The driver's opaque parameters for this request (canonical JSON), "" for none: a
+    # hashable string, so that requests stay cache keys.
+    config: str = ""
 
     @property
     def template_name(self) -> str:
@@ -45,7 +52,15 @@ def _template(req: DeviceRequest) -> Obj:
     }
     if req.selectors:
         exactly["selectors"] = [{"cel": {"expression": s}} for s in req.selectors]
-    spec = {"devices": {"requests": [{"name": req.name, "exactly": exactly}]}}
+    devices: Obj = {"requests": [{"name": req.name, "exactly": exactly}]}
+    if req.config:
+        devices["config"] = [
+            {
+                "requests": [req.name],
+                "opaque": {"driver": CONFIG_DRIVER, "parameters": json.loads(req.config)},
+            }
+        ]
+    spec = {"devices": devices}
     # Named by content: the same shape always gets the same (immutable) template, and a new
     # shape never collides with an old one.
     digest = hashlib.sha256(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)).hexdigest()[:10]
@@ -60,12 +75,41 @@ def _template(req: DeviceRequest) -> Obj:
     }
 
 
+def sharing_config(kind: str, sharing: str) -> str:
+    """The opaque parameters that give a request's devices the sharing of the policy's
+    `sharing` (GpuSharing JSON): `GpuConfig` for whole GPUs, `MigDeviceConfig` for MIG
+    devices, whose sharing has no time-slice interval."""
+    parsed = json.loads(sharing)
+    if kind == "MigDeviceConfig":
+        parsed.pop("timeSlicingConfig", None)
+    params = {"apiVersion": CONFIG_API_VERSION, "kind": kind, "sharing": parsed}
+    return json.dumps(params, sort_keys=True)
+
+
+def _strategies(claim_spec: Obj) -> dict[str, str]:
+    """request name -> the sharing strategy the driver's opaque config gives it."""
+    devices = claim_spec.get("devices")
+    configs = devices.get("config") if isinstance(devices, dict) else None
+    found = {}
+    for entry in configs if isinstance(configs, list) else ():
+        opaque = entry.get("opaque") if isinstance(entry, dict) else None
+        params = opaque.get("parameters") if isinstance(opaque, dict) else None
+        sharing = params.get("sharing") if isinstance(params, dict) else None
+        if isinstance(sharing, dict) and isinstance(sharing.get("strategy"), str):
+            for name in entry.get("requests") or ():
+                found[str(name)] = sharing["strategy"]
+    return found
+
+
 def describe_template(template: Any) -> str:
     """`2 x gpu.nvidia.com where <CEL>`, a request after another: what a template asks for."""
     spec = template.get("spec") if isinstance(template, dict) else None
-    requests = dra_requests(spec.get("spec") if isinstance(spec, dict) else None)
+    claim_spec = spec.get("spec") if isinstance(spec, dict) else None
+    requests = dra_requests(claim_spec)
+    shared = _strategies(claim_spec) if isinstance(claim_spec, dict) else {}
     return "; ".join(
         f"{r.devices or 'all'} x {r.device_class}"
         + (f" where {' && '.join(r.selectors)}" if r.selectors else "")
+        + (f", shared by {shared[r.name]}" if r.name in shared else "")
         for r in requests
     )

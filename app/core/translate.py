@@ -6,16 +6,17 @@ with the input and names the subtrees it replaced, so a patch for only those can
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from app.core.catalog import Catalog
-from app.core.gfd import NO_SELECTION, REMOVE, select_devices
+from app.core.gfd import NO_SELECTION, REMOVE, mig_single, select_devices, shared_terms
 from app.core.intree import defer_reason
 from app.core.kube import Obj
 from app.core.names import claim_name, request_name
-from app.core.policy import Policy
+from app.core.policy import Policy, ResourceMapping
 from app.core.resources import (
     LegacyRequest,
     asks_extended_resources,
@@ -23,7 +24,7 @@ from app.core.resources import (
     is_regular_init,
     legacy_requests,
 )
-from app.core.templates import DeviceRequest, describe_template
+from app.core.templates import DeviceRequest, describe_template, sharing_config
 
 Path = tuple[str | int, ...]  # a location under the pod spec
 
@@ -56,8 +57,8 @@ class _Claim:
 
 
 # What an init container can reuse of an app container's claims: the same resource (the device
-# plugin hands devices on within one resource only), DeviceClass and selectors.
-Shape = tuple[str, str, tuple[str, ...]]
+# plugin hands devices on within one resource only), DeviceClass, selectors and config.
+Shape = tuple[str, str, tuple[str, ...], str]
 
 
 def _cover(need: int, by_count: dict[int, list[_Claim]], exclude: list[str]) -> list[_Claim] | None:
@@ -172,6 +173,28 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
         warnings.append("spec.resourceClaims is not a list; pod left as is")
         return _unchanged(spec, warnings)
     used = [lg for _, found in legacy.values() for lg in found if lg.devices]
+    single = mig_single(spec) if any(lg.mapping.node_labels == "gpu" for lg in used) else None
+    if single is not None:
+        if single.problem or single.profile is None:
+            warnings.append(f"the pod {single.problem}; pod left as is")
+            return _unchanged(spec, warnings)
+        if policy.mig_single is None:
+            warnings.append(
+                "the pod selects MIG single-strategy nodes (nvidia.com/gpu is a MIG device "
+                "there) and the policy has no migSingle mapping; pod left as is"
+            )
+            return _unchanged(spec, warnings)
+        legacy = _as_mig(legacy, policy.mig_single, single.profile)
+        used = [lg for _, found in legacy.values() for lg in found if lg.devices]
+    shared = shared_terms(spec) if used else []
+    if refused := sorted({lg.resource for lg in used if shared and not lg.mapping.sharing}):
+        warnings.append(
+            f"node label {', '.join(shared)} picks shared GPUs (time-slicing or MPS "
+            f"replicas) for {', '.join(refused)}: under DRA each pod's claim gets devices of "
+            "its own, so it would become exclusive; pod left as is (give the mapping "
+            "`sharing: TimeSlicing` or `MPS` in the policy to translate it)"
+        )
+        return _unchanged(spec, warnings)
     missing = sorted({lg.mapping.device_class for lg in used} - catalog.classes.keys())
     if missing:
         warnings.append(
@@ -183,21 +206,36 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     selection = NO_SELECTION
     if used:
         kinds = sorted({lg.mapping.node_labels for lg in used})
-        selection = select_devices(spec, kinds, policy.keep_node_selectors)
+        selection = select_devices(
+            spec, kinds, policy.keep_node_selectors, slice_memory=single is not None
+        )
         if selection.invalid:
             warnings.append(f"{selection.invalid[0]} (the apiserver rejects it); pod left as is")
             return _unchanged(spec, warnings)
         asked = [(field, c, lgs) for (field, _), (c, lgs) in legacy.items()]
-        node_terms = any(selection.selectors.values())
-        if native := defer_reason(asked, node_terms, catalog):
+        # What the in-tree path cannot give: device selectors from GFD node terms, a MIG
+        # slice for a single-strategy nvidia.com/gpu, the driver's sharing config.
+        adds = any(selection.selectors.values()) or single is not None or bool(shared)
+        if native := defer_reason(asked, adds or any(lg.shared for lg in used), catalog):
             return _unchanged(spec, warnings)._replace(in_tree=native)
         warnings.extend(selection.warnings)
 
     def device_request(lg: LegacyRequest) -> DeviceRequest:
         node: tuple[str, ...] = selection.selectors.get(lg.mapping.node_labels, ())
+        config = ""
+        if shared or lg.shared:
+            kind = "MigDeviceConfig" if lg.mapping.node_labels == "mig" else "GpuConfig"
+            config = sharing_config(kind, lg.mapping.sharing)
         return DeviceRequest(
-            request_name(lg.resource), lg.mapping.device_class, lg.devices, lg.selectors + node
+            request_name(lg.resource),
+            lg.mapping.device_class,
+            lg.devices,
+            lg.selectors + node,
+            config,
         )
+
+    if sharing := sorted({lg.mapping.sharing for lg in used if shared or lg.shared}):
+        warnings.append(_sharing_note(sharing))
 
     taken = _claim_names_in_use(spec, pod_claims)
     salts: dict[str, int] = {}
@@ -211,7 +249,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
             if not lg.devices:
                 continue
             req = device_request(lg)
-            shape = (lg.resource, req.device_class, req.selectors)
+            shape = (lg.resource, req.device_class, req.selectors, req.config)
             if is_regular_init(field, container):
                 # `names`: each device of the container counts once
                 if (cover := _cover(req.devices, app_claims.get(shape, {}), names)) is not None:
@@ -260,6 +298,38 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     templates = {c.template_name: c.template for c in new_claims}
     return Translation(
         new_spec, tuple(templates.values()), tuple(dict.fromkeys(warnings)), tuple(touched)
+    )
+
+
+def _as_mig(legacy: Legacy, mapping: ResourceMapping, profile: str) -> Legacy:
+    """Whole-GPU requests as requests of the MIG mapping: on a MIG single-strategy node the
+    device plugin's nvidia.com/gpu is one MIG device of `profile`."""
+    selectors = tuple(s.replace("{profile}", profile) for s in mapping.selectors)
+    return {
+        where: (
+            container,
+            [
+                lg._replace(mapping=mapping, selectors=selectors)
+                if lg.mapping.node_labels == "gpu"
+                else lg
+                for lg in found
+            ],
+        )
+        for where, (container, found) in legacy.items()
+    }
+
+
+_GATES = {"TimeSlicing": "TimeSlicingSettings", "MPS": "MPSSupport"}
+
+
+def _sharing_note(sharings: list[str]) -> str:
+    """What changes for a pod that shared GPUs with other pods under the device plugin."""
+    strategies = sorted({json.loads(s)["strategy"] for s in sharings})
+    gates = ", ".join(_GATES[s] for s in strategies)
+    return (
+        f"shared GPUs become claims of their own, shared by {' and '.join(strategies)} only "
+        "among this pod's containers: pods no longer share a GPU with other pods (the "
+        f"driver needs its alpha feature gate {gates})"
     )
 
 

@@ -11,9 +11,10 @@ import yaml
 from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Mode, Policy
+from app.core.resources import legacy_amounts
 from app.core.translate import describe, translate
 from app.manifests import yamlio
-from app.manifests.podspecs import MAX_DEPTH, TooDeep, rewrite_pod_specs
+from app.manifests.podspecs import MAX_DEPTH, TooDeep, rewrite_pod_specs, singular_containers
 
 
 class ManifestError(ValueError):
@@ -21,7 +22,8 @@ class ManifestError(ValueError):
 
 
 def load_documents(text: bytes | str) -> list[Any]:
-    """The documents of a YAML or JSON stream, a `List` unpacked; empty documents dropped."""
+    """The documents of a YAML or JSON stream (a JSON array is one document per item);
+    empty documents dropped. A `List` stays one document: its items are translated in place."""
     raw = text.decode() if isinstance(text, bytes) else text
     if raw.lstrip().startswith(("{", "[")):
         try:
@@ -66,19 +68,22 @@ def _unpack(docs: list[Any]) -> list[Any]:
     for doc in docs:
         if isinstance(doc, list):
             out.extend(doc)
-        elif (
-            isinstance(doc, dict)
-            and isinstance(doc.get("kind"), str)
-            and doc["kind"].endswith("List")
-            and isinstance(doc.get("items"), list)
-        ):
-            out.extend(doc["items"])
         elif doc is not None:
             out.append(doc)
     return out
 
 
 IN_TREE = "left to the in-tree extended-resource path:"  # a note, not a warning
+
+
+def is_list(doc: Any) -> bool:
+    """A `kind: List` (or `PodList`, ...) as `kubectl get -o yaml` writes it."""
+    return (
+        isinstance(doc, dict)
+        and isinstance(doc.get("kind"), str)
+        and doc["kind"].endswith("List")
+        and isinstance(doc.get("items"), list)
+    )
 
 
 class Note(NamedTuple):
@@ -95,6 +100,7 @@ class Note(NamedTuple):
 @dataclass
 class Result:
     documents: list[Any] = field(default_factory=list)
+    numbered: int = 0  # documents counted as warnings number them: a List's items each
     templates: dict[tuple[str | None, str], Obj] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
 
@@ -104,31 +110,55 @@ def translate_documents(
 ) -> Result:
     """Translate every pod spec in `docs`; the input is never changed."""
     result = Result()
-    for number, doc in enumerate(docs, 1):
-        if not isinstance(doc, dict):
-            raise ManifestError(f"document {number}: not a Kubernetes object")
-        metadata: Obj = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
-        ns = metadata.get("namespace") or namespace
-        if not isinstance(ns, str | None):
-            raise ManifestError(f"document {number}: metadata.namespace is not a string")
-        kind, ident = (
-            doc.get("kind", "object"),
-            metadata.get("name") or metadata.get("generateName"),
-        )
-        where = Note(number, f"{kind} {ident}" if ident else str(kind), "")
-        if mode == "disabled" or ns in policy.skip_namespaces:
-            result.documents.append(doc)
+    for doc in docs:
+        if not is_list(doc):
+            result.documents.append(_translate_one(doc, result, policy, catalog, namespace, mode))
             continue
-
-        def one(spec: Obj, where: Note = where, ns: str | None = ns) -> Obj:
-            return _translate_spec(spec, where, ns, policy, catalog, mode, result)
-
-        try:
-            result.documents.append(rewrite_pod_specs(doc, one))
-        except TooDeep:
-            deep = where._replace(text=f"nested deeper than {MAX_DEPTH} levels")
-            raise ManifestError(str(deep)) from None
+        # A List stays a List: a `kubectl get -o yaml` dump comes back in its own shape.
+        items = [_translate_one(i, result, policy, catalog, namespace, mode) for i in doc["items"]]
+        same = all(a is b for a, b in zip(items, doc["items"], strict=True))
+        result.documents.append(doc if same else {**doc, "items": items})
     return result
+
+
+def _translate_one(
+    doc: Any, result: Result, policy: Policy, catalog: Catalog, namespace: str | None, mode: Mode
+) -> Any:
+    result.numbered += 1
+    number = result.numbered
+    if not isinstance(doc, dict):
+        raise ManifestError(f"document {number}: not a Kubernetes object")
+    metadata: Obj = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
+    ns = metadata.get("namespace") or namespace
+    if not isinstance(ns, str | None):
+        raise ManifestError(f"document {number}: metadata.namespace is not a string")
+    kind, ident = (
+        doc.get("kind", "object"),
+        metadata.get("name") or metadata.get("generateName"),
+    )
+    where = Note(number, f"{kind} {ident}" if ident else str(kind), "")
+    if mode == "disabled" or ns in policy.skip_namespaces:
+        return doc
+
+    def one(spec: Obj) -> Obj:
+        return _translate_spec(spec, where, ns, policy, catalog, mode, result)
+
+    def asks(container: Obj) -> list[str]:
+        return sorted(legacy_amounts(container, policy))
+
+    try:
+        translated = rewrite_pod_specs(doc, one)
+        for template, resources in singular_containers(doc, asks):
+            text = (
+                f"{template} asks for {', '.join(resources)} in a container that is not in "
+                "a pod spec, so gpu2dra cannot give it claims here; the pods it becomes "
+                "are translated at admission (in a namespace where gpu2dra is enabled)"
+            )
+            result.notes.append(where._replace(text=text))
+    except TooDeep:
+        deep = where._replace(text=f"nested deeper than {MAX_DEPTH} levels")
+        raise ManifestError(str(deep)) from None
+    return translated
 
 
 def _translate_spec(

@@ -54,10 +54,63 @@ def _walk(node: Any, rewrite: Callable[[Obj], Obj], every: bool, skip: bool, dep
     )
     changed = {}
     for key, value in node.items():
+        if key in _NOT_POD_SPECS:
+            continue  # containers of one pod that is no pod spec gpu2dra can give claims to
         new = _walk(value, rewrite, every, skip, depth + 1)
         if new is not value:
             changed[key] = new
     return {**node, **changed} if changed else node
+
+
+# Argo Workflows' containerSet holds named containers like a pod spec, but its template is
+# no pod spec: Argo builds the pod, and `resourceClaims` there would be an unknown field.
+_NOT_POD_SPECS = frozenset({"containerSet"})
+# Keys under which workflow engines hold one container, or steps, of a pod they build:
+# Argo's container/script/containerSet templates, Tekton's steps, sidecars and stepTemplate.
+_ONE = ("container", "script", "stepTemplate")
+_MANY = ("steps", "sidecars")
+
+
+def singular_containers(
+    node: Any, asks: Callable[[Obj], list[str]], depth: int = 0
+) -> list[tuple[str, list[str]]]:
+    """Containers outside any pod spec, found by shape, that ask for resources (`asks` gives
+    them): (where, resources) for each, `where` naming the template that holds them. The
+    pods such templates become are built by a controller; gpu2dra sees them at admission."""
+    found: list[tuple[str, list[str]]] = []
+    if depth > MAX_DEPTH:
+        raise TooDeep
+    if isinstance(node, list):
+        for item in node:
+            found.extend(singular_containers(item, asks, depth + 1))
+        return found
+    if not isinstance(node, dict) or is_pod_spec(node):
+        return found
+    name = node.get("name")
+    here = f"template {name!r}" if isinstance(name, str) else "a template"
+    held: list[tuple[str, Any]] = [(k, node.get(k)) for k in _ONE]
+    box = node.get("containerSet")
+    if isinstance(box, dict) and isinstance(box.get("containers"), list):
+        held.extend(("containerSet", c) for c in box["containers"])
+    for key in _MANY:
+        if isinstance(node.get(key), list):
+            held.extend((key, c) for c in node[key])
+    for key, container in held:
+        if isinstance(container, dict) and (resources := asks(_resources_of(container))):
+            label = container.get("name")
+            what = f"{key} {label!r}" if isinstance(label, str) and key != "container" else key
+            found.append((f"{here} ({what})", resources))
+    for key, value in node.items():
+        if key not in _ONE and key not in _MANY and key != "containerSet":
+            found.extend(singular_containers(value, asks, depth + 1))
+    return found
+
+
+def _resources_of(container: Obj) -> Obj:
+    # Tekton v1 names a step's resources computeResources.
+    if "resources" not in container and isinstance(container.get("computeResources"), dict):
+        return {**container, "resources": container["computeResources"]}
+    return container
 
 
 def pod_specs(node: Any) -> list[Obj]:

@@ -31,7 +31,7 @@ class Rendered(NamedTuple):
 
 
 class _Piece(NamedTuple):
-    documents: int
+    documents: int  # as warnings number them
     body: bytes  # the documents, rendered
     templates: dict[tuple[str | None, str], Obj]
     notes: list[Note]
@@ -88,7 +88,7 @@ def _piece(
         body = b",".join(orjson.dumps(doc) for doc in result.documents)
     else:
         body = yamlio.dump_all(result.documents).encode()
-    return _Piece(len(result.documents), body, result.templates, result.notes)
+    return _Piece(result.numbered, body, result.templates, result.notes)
 
 
 _job: tuple[Policy, Catalog, str | None, Mode, Output] | None = None

@@ -2,8 +2,9 @@
 
 The objects mimic what the NVIDIA DRA driver (gpu.nvidia.com) publishes: its two DeviceClasses,
 one ResourceSlice pool per node with full GPUs (gpu-<minor>) and static MIG devices
-(gpu-<minor>-mig-<profile without dots>-<GI profile id>-<placement start>). A MIG-enabled GPU
-publishes only its MIG devices, as the driver does. Nodes are plain Node objects made to look
+(gpu-<minor>-mig-<profile without dots, RFC 1123>-<GI profile id>-<placement start>) with the
+capacities the driver publishes. A MIG-enabled GPU publishes only its MIG devices, as the
+driver does. Nodes are plain Node objects made to look
 Ready: there is no kubelet, so pods get scheduled and bound but never run.
 
 Everything here takes a kubernetes.client.ApiClient and works with plain dicts.
@@ -36,15 +37,15 @@ Obj = dict[str, Any]
 class GpuProduct:
     name: str  # NVML GetName(), spaces kept
     architecture: str
-    memory_gib: int
+    memory_mib: int  # NVML's total, what the driver publishes in bytes and GFD labels in MiB
     compute_capability: str  # semver, e.g. "8.0.0"
     multiprocessors: int
     brand: str = "Nvidia"
 
 
-A100_SXM4_40GB = GpuProduct("NVIDIA A100-SXM4-40GB", "Ampere", 40, "8.0.0", 108)
-A100_SXM4_80GB = GpuProduct("NVIDIA A100-SXM4-80GB", "Ampere", 80, "8.0.0", 108)
-H100_80GB_HBM3 = GpuProduct("NVIDIA H100 80GB HBM3", "Hopper", 80, "9.0.0", 132)
+A100_SXM4_40GB = GpuProduct("NVIDIA A100-SXM4-40GB", "Ampere", 40960, "8.0.0", 108)
+A100_SXM4_80GB = GpuProduct("NVIDIA A100-SXM4-80GB", "Ampere", 81920, "8.0.0", 108)
+H100_80GB_HBM3 = GpuProduct("NVIDIA H100 80GB HBM3", "Hopper", 81559, "9.0.0", 132)
 
 # nvidia-smi GPU instance profile IDs by slice count ("+me" variants: 20, double-memory 1g: 15).
 _GI_PROFILE_IDS = {1: 19, 2: 14, 3: 9, 4: 5, 7: 0}
@@ -52,6 +53,13 @@ _GI_PROFILE_IDS = {1: 19, 2: 14, 3: 9, 4: 5, 7: 0}
 _MIG_STARTS = {1: range(7), 2: (0, 2, 4), 3: (0, 4), 4: (0,), 7: (0,)}
 _MIG_SLOTS = {1: 1, 2: 2, 3: 4, 4: 4, 7: 8}
 _MIG_PROFILE = re.compile(r"^(?:\d+c\.)?(\d+)g\.(\d+)gb(\+me)?$")
+# A100 decoders by compute slices; a `+me` profile gets one decoder, JPEG and OFA engine.
+_MIG_DECODERS = {1: 0, 2: 1, 3: 2, 4: 2, 7: 5}
+
+
+def _rfc1123(name: str) -> str:
+    """The driver's toRFC1123Compliant: lower case, anything else but [a-z0-9-.] a dash."""
+    return re.sub(r"[^a-z0-9-.]", "-", name.lower()).strip("-").removesuffix(".")
 
 
 # -- DeviceClasses -----------------------------------------------------------------------------
@@ -151,9 +159,12 @@ def gpu_devices(
     product: GpuProduct = A100_SXM4_40GB,
     gpus: int = 1,
     mig: Mapping[int, Sequence[str]] | None = None,
+    memory: bool = True,
 ) -> list[Obj]:
     """The devices of one node: gpu-0 .. gpu-<gpus-1>, except that a GPU listed in mig
-    (minor -> MIG profiles such as ["3g.20gb", "1g.5gb"]) publishes only those MIG devices."""
+    (minor -> MIG profiles such as ["3g.20gb", "1g.5gb"]) publishes only those MIG devices.
+    `memory=False`: the whole GPUs have no memory capacity (the driver leaves it out when
+    NVML does not report it)."""
     mig = mig or {}
     unknown = sorted(set(mig) - set(range(gpus)))
     if unknown:
@@ -179,7 +190,9 @@ def gpu_devices(
                         "uuid": {"string": gpu_uuid},
                         **common,
                     },
-                    "capacity": {"memory": {"value": f"{product.memory_gib}Gi"}},
+                    "capacity": (
+                        {"memory": {"value": str(product.memory_mib * 2**20)}} if memory else {}
+                    ),
                 }
             )
             continue
@@ -190,7 +203,9 @@ def gpu_devices(
         for (slices, memory_gb, gi_profile_id, profile), placement in zip(
             layout, starts, strict=True
         ):
-            name = f"gpu-{minor}-mig-{profile.replace('.', '')}-{gi_profile_id}-{placement}"
+            pname = _rfc1123(profile.replace(".", ""))
+            name = f"gpu-{minor}-mig-{pname}-{gi_profile_id}-{placement}"
+            media = profile.endswith("+me")
             devices.append(
                 {
                     "name": name,
@@ -202,10 +217,18 @@ def gpu_devices(
                         **common,
                     },
                     "capacity": {
-                        # MIG memory is a bit under the nominal size: 1g.5gb has 4864 MiB.
-                        "memory": {"value": f"{memory_gb * 1024 * 95 // 100}Mi"},
-                        "multiprocessors": {
-                            "value": str(product.multiprocessors // 7 * slices),
+                        # MIG memory is a bit under the nominal size: 1g.5gb has 4864 MiB,
+                        # published in bytes (NVML's MemorySizeMB is MiB).
+                        "memory": {"value": str(memory_gb * 1024 * 95 // 100 * 2**20)},
+                        "multiprocessors": {"value": str(product.multiprocessors // 7 * slices)},
+                        "copyEngines": {"value": str(slices)},
+                        "decoders": {"value": str(max(_MIG_DECODERS[slices], int(media)))},
+                        "encoders": {"value": "0"},
+                        "jpegEngines": {"value": str(int(slices == 7 or media))},
+                        "ofaEngines": {"value": str(int(slices == 7 or media))},
+                        **{
+                            f"memorySlice{i}": {"value": "1"}
+                            for i in range(placement, placement + _MIG_SLOTS[slices])
                         },
                     },
                 }
@@ -383,7 +406,7 @@ def _parse_mig_profile(profile: str, product: GpuProduct) -> tuple[int, int, int
     gi_profile_id = _GI_PROFILE_IDS[slices]
     if match[3]:
         gi_profile_id = 20
-    elif slices == 1 and memory_gb > product.memory_gib // 8:
+    elif slices == 1 and memory_gb > product.memory_mib // 1024 // 8:
         gi_profile_id = 15  # 1g with two memory slices (1g.10gb on a 40 GB A100)
     return slices, memory_gb, gi_profile_id, profile
 

@@ -14,10 +14,14 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
 
+from app.core.catalog import Catalog
+from app.core.policy import load_policy
+from app.core.translate import translate
 from tests.e2e.conftest import copy_logs, missing_tools
 from tests.e2e.controlplane import (
     K8S_DIR,
@@ -33,7 +37,10 @@ from tests.e2e.fixtures import (
     create_node,
     create_nvidia_device_classes,
     delete_node,
+    gpu_devices,
+    gpu_resource_slice,
     pod_resource_claims,
+    wait_for,
     wait_for_pod_scheduled,
 )
 
@@ -130,6 +137,116 @@ def test_scheduler_allocates_gpus_from_resource_slices(
     ]
     reserved = claim["status"]["reservedFor"]
     assert [(r["resource"], r["name"]) for r in reserved] == [("pods", "trainer")]
+
+
+@pytest.fixture
+def node_with_a_bare_gpu(api_client: client.ApiClient) -> Iterator[str]:
+    """A node whose gpu-0 publishes no memory capacity (as the driver does when NVML does not
+    report it) and whose gpu-1 is a whole A100-SXM4-40GB."""
+    name = f"bare-{uuid.uuid4().hex[:6]}"
+    create_nvidia_device_classes(api_client)
+    node = create_node(api_client, name)
+    devices = gpu_devices(name, gpus=2)
+    del devices[0]["capacity"]["memory"]
+    client.CustomObjectsApi(api_client).create_cluster_custom_object(
+        "resource.k8s.io", "v1", "resourceslices", gpu_resource_slice(name, devices, owner=node)
+    )
+    yield name
+    delete_node(api_client, name)
+
+
+def _schedule(api: client.ApiClient, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    """Create the translated pod and its template, as the webhook would."""
+    result = translate(spec, load_policy(None), Catalog.of(["gpu.nvidia.com", "mig.nvidia.com"]))
+    for template in result.templates:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "resource.k8s.io", "v1", namespace, "resourceclaimtemplates", template
+        )
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": result.spec}
+    client.CoreV1Api(api).create_namespaced_pod(namespace, client.V1Pod.model_validate(pod))
+
+
+def test_a_device_without_memory_is_passed_over(
+    api_client: client.ApiClient, namespace: str, node_with_a_bare_gpu: str
+) -> None:
+    """gpu2dra's memory selector checks `'memory' in device.capacity[...]` first: the device
+    that lacks it is not picked, and the pod gets the one that matches. The same selector
+    without the check is a runtime error on gpu-0 that aborts the allocation."""
+    node = node_with_a_bare_gpu
+    spec = {
+        "nodeSelector": {"nvidia.com/gpu.memory": "40960", "kubernetes.io/hostname": node},
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"limits": {"nvidia.com/gpu": 1}},
+            }
+        ],
+    }
+    _schedule(api_client, namespace, "guarded", spec)
+    bound = wait_for_pod_scheduled(api_client, namespace, "guarded")
+    assert bound["spec"]["nodeName"] == node
+    assert [r["device"] for r in allocated_devices(api_client, bound)] == ["gpu-1"]
+
+    unguarded = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "unguarded"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": "gpu.nvidia.com",
+                                "selectors": [
+                                    {
+                                        "cel": {
+                                            "expression": "device.capacity['gpu.nvidia.com']"
+                                            ".memory.compareTo(quantity('40Gi')) == 0"
+                                        }
+                                    }
+                                ],
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+        "resource.k8s.io", "v1", namespace, "resourceclaimtemplates", unguarded
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "unguarded"},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "unguarded"}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+        },
+    }
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_pod(namespace, client.V1Pod.model_validate(pod))
+
+    def refused() -> str | None:
+        events = core.list_namespaced_event(
+            namespace, field_selector="involvedObject.name=unguarded"
+        ).items
+        found = [e.message for e in events if e.reason == "FailedScheduling" and e.message]
+        return found[0] if found else None
+
+    message = wait_for(refused, 60, "a FailedScheduling event for the unguarded pod")
+    assert "no such key: memory" in message, message
+    assert not core.read_namespaced_pod("unguarded", namespace).spec.node_name
 
 
 # ---- the harness -----------------------------------------------------------------------------

@@ -33,8 +33,8 @@ def gpu(n: Any) -> Obj:
     return {"nvidia.com/gpu": n}
 
 
-def tpl(name: str, cls: str, count: int, *selectors: str) -> str:
-    return DeviceRequest(name, cls, count, tuple(selectors)).template_name
+def tpl(name: str, cls: str, count: int, *selectors: str, config: str = "") -> str:
+    return DeviceRequest(name, cls, count, tuple(selectors), config).template_name
 
 
 def claimed(name: str, *claims: str, limits: Obj | None = None, **extra: Any) -> Obj:

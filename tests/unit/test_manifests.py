@@ -97,8 +97,96 @@ def test_skipped_namespace(policy: Policy, catalog: Catalog) -> None:
 
 def test_list_and_json_inputs() -> None:
     listed = '{"kind": "List", "items": [{"kind": "Pod"}, {"kind": "Service"}]}'
-    assert [d["kind"] for d in load_documents(listed)] == ["Pod", "Service"]
+    assert [d["kind"] for d in load_documents(listed)] == ["List"]
+    assert [d["kind"] for d in load_documents('[{"kind": "Pod"}, {"kind": "Service"}]')] == [
+        "Pod",
+        "Service",
+    ]
     assert load_documents("---\n---\nkind: Pod\n") == [{"kind": "Pod"}]
+
+
+def test_a_list_stays_a_list_with_its_items_translated(policy: Policy, catalog: Catalog) -> None:
+    dump: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+        "items": [
+            {"kind": "Service", "metadata": {"name": "s"}},
+            {
+                "kind": "Deployment",
+                "metadata": {"name": "d"},
+                "spec": {"template": {"spec": POD_SPEC}},
+            },
+            {
+                "kind": "Pod",
+                "metadata": {"name": "big"},
+                "spec": {
+                    "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 99}}}]
+                },
+            },
+        ],
+    }
+    result = translate_documents([dump], policy, catalog, "ns", "enabled")
+    (listed,) = result.documents
+    assert listed["kind"] == "List" and listed["metadata"] == dump["metadata"]
+    service, deployment, big = listed["items"]
+    assert service is dump["items"][0] and big is dump["items"][2]
+    assert deployment["spec"]["template"]["spec"]["resourceClaims"]
+    assert len(result.templates) == 1
+    assert [str(n).split(" (")[0] for n in result.notes] == ["document 3"]  # items count
+    text = translate_text(yaml.safe_dump(dump), policy, catalog, "ns", "enabled", "yaml")
+    assert [d["kind"] for d in yaml.safe_load_all(text.body)] == ["List", "ResourceClaimTemplate"]
+
+
+ARGO = {
+    "apiVersion": "argoproj.io/v1alpha1",
+    "kind": "Workflow",
+    "metadata": {"generateName": "train-"},
+    "spec": {
+        "templates": [
+            {
+                "name": "prep",
+                "script": {
+                    "image": "python",
+                    "source": "1",
+                    **{"resources": {"limits": {"nvidia.com/gpu": 1}}},
+                },
+            },
+            {"name": "train", "container": GPU_CONTAINER},
+            {"name": "both", "containerSet": {"containers": [GPU_CONTAINER, {"name": "log"}]}},
+            {"name": "cpu", "container": {"image": "x"}},
+        ]
+    },
+}
+TEKTON = {
+    "apiVersion": "tekton.dev/v1",
+    "kind": "Task",
+    "metadata": {"name": "t"},
+    "spec": {
+        "steps": [
+            {"name": "fit", "image": "x", "computeResources": {"limits": {"nvidia.com/gpu": 2}}},
+            {"name": "push", "image": "x"},
+        ]
+    },
+}
+
+
+def test_containers_outside_pod_specs_are_named(policy: Policy, catalog: Catalog) -> None:
+    result = translate_documents([ARGO, TEKTON], policy, catalog, "ns", "enabled")
+    assert result.documents == [ARGO, TEKTON]  # a containerSet is no pod spec: untouched
+    assert not result.templates
+    said = [str(n) for n in result.notes]
+    assert [s.split(": ", 1)[0] for s in said] == [
+        "document 1 (Workflow train-)",
+        "document 1 (Workflow train-)",
+        "document 1 (Workflow train-)",
+        "document 2 (Task t)",
+    ]
+    assert "template 'prep' (script) asks for nvidia.com/gpu" in said[0]
+    assert "template 'train' (container)" in said[1]
+    assert "template 'both' (containerSet 'c')" in said[2]
+    assert "a template (steps 'fit')" in said[3]
+    assert all("translated at admission" in s for s in said)
 
 
 def test_yaml_bomb_is_refused() -> None:
@@ -213,7 +301,7 @@ def test_a_stream_cut_into_pieces_translates_as_one(
     assert cut == whole
     # numbered as in the whole stream: a List's items count, an empty document does not
     numbers = [w.split(" (")[0] for w in cut.warnings]
-    assert numbers == [f"document {4 * g + n}" for g in range(5) for n in (1, 4)]
+    assert numbers == [f"document {4 * g + n}" for g in range(5) for n in (1, 4, 4)]
 
 
 def test_an_error_in_a_later_piece_reads_as_usual(policy: Policy, catalog: Catalog) -> None:

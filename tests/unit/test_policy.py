@@ -61,6 +61,26 @@ def test_a_field_left_out_takes_the_default(tmp_path: Path) -> None:
             {"mappings": {"a/b": {"deviceClassName": "x", "nodeLabels": "all"}}},
             "nodeLabels: must be one of gpu, mig, none",
         ),
+        (
+            {"mappings": {"a/b": {"deviceClassName": "x", "sharing": "Always"}}},
+            "sharing: strategy must be one of TimeSlicing, MPS",
+        ),
+        (
+            {"mappings": {"a/b": {"deviceClassName": "x", "sharing": 3}}},
+            "sharing: must be refuse, TimeSlicing, MPS or a map",
+        ),
+        (
+            {
+                "mappings": {
+                    "a/b": {
+                        "deviceClassName": "x",
+                        "sharing": {"strategy": "MPS", "timeSlicingConfig": {}},
+                    }
+                }
+            },
+            "unknown field(s) for MPS: timeSlicingConfig",
+        ),
+        ({"migSingle": "nvidia.com/gpu"}, "migSingle: must be none or a pattern mapping"),
         ({"skipNamespaces": "kube-system"}, "skipNamespaces: must be a list"),
         ({"deviceClasses": [""]}, "deviceClasses: must be a list"),
     ],
@@ -88,4 +108,12 @@ def test_every_default_is_written_once(tmp_path: Path) -> None:
     empty.write_text("{}\n")
     assert load_policy(empty) == embedded
     assert parse_policy({}) == embedded
-    assert Policy(mappings=embedded.mappings) == embedded
+    # mig_single names one of the mappings: given with them.
+    assert Policy(mappings=embedded.mappings, mig_single=embedded.mig_single) == embedded
+
+
+def test_mig_single_takes_the_mig_pattern_mapping() -> None:
+    assert load_policy(None).mig_single == load_policy(None).mapping_for("nvidia.com/mig-1g.5gb")[0]  # type: ignore[index]
+    assert parse_policy({"migSingle": "none"}).mig_single is None
+    own = parse_policy({"mappings": {"nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com"}}})
+    assert own.mig_single is None

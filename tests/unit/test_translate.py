@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,10 +16,44 @@ from app.core.mig import mig_profile
 from app.core.names import claim_name
 from app.core.policy import Policy, ResourceMapping, load_policy, parse_policy
 from app.core.resources import parse_count
+from app.core.templates import sharing_config
 from app.core.translate import translate
 from tests.unit.pods import GPU, MIG, PRODUCT_A100, Obj, claimed, container, gpu, pod_claim, tpl
 
 MEM = "device.capacity['gpu.nvidia.com'].memory"
+HAS_MEM = "'memory' in device.capacity['gpu.nvidia.com']"
+ATTR = "device.attributes['gpu.nvidia.com']"
+PRODUCT = "nvidia.com/gpu.product"
+TIME_SLICED = sharing_config(
+    "GpuConfig",
+    json.dumps({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}}),
+)
+
+
+def mem_range(mib: int) -> str:
+    low, high = f"quantity('{mib}Mi')", f"quantity('{mib + 1}Mi')"
+    return f"({MEM}.compareTo({low}) >= 0 && {MEM}.compareTo({high}) < 0)"
+
+
+def product(name: str) -> str:
+    return f"{ATTR}.productName.replace(' ', '-') == '{name}'"
+
+
+def required(*exprs: Obj) -> Obj:
+    """A required node affinity of one term."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": list(exprs)}]
+            }
+        }
+    }
+
+
+def expr(key: str, op: str, *values: str) -> Obj:
+    return {"key": key, "operator": op, **({"values": list(values)} if values else {})}
+
+
 FAMILY = "device.attributes['gpu.nvidia.com'].architecture.lowerAscii().replace(' ', '-')"
 
 
@@ -33,6 +68,298 @@ class Case:
     expected: Obj | str | None  # None: the spec comes back unchanged (the very same object)
     templates: list[tuple[str, str, int, tuple[str, ...]]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # substrings, one per warning, in order
+    policy: Obj | None = None  # fields over the embedded default policy
+
+
+A100_1G5 = "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
+MIG_1G5 = (profile("1g.5gb"), PRODUCT_A100)
+
+MIG_SINGLE_CASES = [
+    Case(
+        "MIG single strategy: nvidia.com/gpu on a <model>-MIG-<profile> node is a MIG device",
+        {"nodeSelector": {PRODUCT: A100_1G5}, "containers": [container("c", gpu(1))]},
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", MIG, 1, *MIG_1G5))],
+        },
+        [("gpu", MIG, 1, MIG_1G5)],
+    ),
+    Case(
+        "MIG single strategy: GFD's `.me` is the driver's `+me`",
+        {
+            "nodeSelector": {PRODUCT: "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb.me"},
+            "containers": [container("c", gpu(2))],
+        },
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [
+                pod_claim(
+                    "c-gpu",
+                    tpl("gpu", MIG, 2, profile("1g.10gb+me"), product("NVIDIA-A100-SXM4-80GB")),
+                )
+            ],
+        },
+        [("gpu", MIG, 2, (profile("1g.10gb+me"), product("NVIDIA-A100-SXM4-80GB")))],
+    ),
+    Case(
+        "MIG single strategy in an affinity: gpu.memory is the MIG device's memory there",
+        {
+            "affinity": required(
+                expr(PRODUCT, "In", A100_1G5, "NVIDIA-A100-SXM4-80GB-MIG-1g.5gb"),
+                expr("nvidia.com/gpu.memory", "In", "4864"),
+            ),
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [
+                pod_claim(
+                    "c-gpu",
+                    tpl(
+                        "gpu",
+                        MIG,
+                        1,
+                        profile("1g.5gb"),
+                        f"{ATTR}.productName.replace(' ', '-') in "
+                        "['NVIDIA-A100-SXM4-40GB', 'NVIDIA-A100-SXM4-80GB']",
+                        f"({HAS_MEM} && {mem_range(4864)})",
+                    ),
+                )
+            ],
+        },
+        [
+            (
+                "gpu",
+                MIG,
+                1,
+                (
+                    profile("1g.5gb"),
+                    f"{ATTR}.productName.replace(' ', '-') in "
+                    "['NVIDIA-A100-SXM4-40GB', 'NVIDIA-A100-SXM4-80GB']",
+                    f"({HAS_MEM} && {mem_range(4864)})",
+                ),
+            )
+        ],
+    ),
+    Case(
+        "MIG single strategy, -MIG-INVALID: left as is",
+        {
+            "nodeSelector": {PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-INVALID"},
+            "containers": [container("c", gpu(1))],
+        },
+        None,
+        warnings=["-MIG-INVALID; pod left as is"],
+    ),
+    Case(
+        "MIG single strategy, a profile the driver does not name: left as is",
+        {
+            "nodeSelector": {PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb.xx"},
+            "containers": [container("c", gpu(1))],
+        },
+        None,
+        warnings=["MIG profile 1g.5gb.xx is not one the DRA driver names"],
+    ),
+    Case(
+        "MIG single strategy and whole GPUs in one In list: left as is",
+        {
+            "affinity": required(expr(PRODUCT, "In", A100_1G5, "NVIDIA-A100-SXM4-40GB")),
+            "containers": [container("c", gpu(1))],
+        },
+        None,
+        warnings=["selects whole GPUs and MIG single-strategy nodes at once"],
+    ),
+    Case(
+        "MIG single strategy with migSingle: none: left as is",
+        {"nodeSelector": {PRODUCT: A100_1G5}, "containers": [container("c", gpu(1))]},
+        None,
+        warnings=["has no migSingle mapping"],
+        policy={"migSingle": "none"},
+    ),
+    Case(
+        "avoiding MIG single-strategy nodes asks nothing of a whole GPU",
+        {
+            "affinity": required(expr(PRODUCT, "NotIn", A100_1G5, "Tesla-T4")),
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1, f"!({product('Tesla-T4')})"))],
+        },
+        [("gpu", GPU, 1, (f"!({product('Tesla-T4')})",))],
+    ),
+]
+
+SHARED_NODE = {PRODUCT: "NVIDIA-A100-SXM4-40GB-SHARED", "nvidia.com/gpu.replicas": "4"}
+SHARED_CASES = [
+    Case(
+        "a -SHARED product: shared replicas would become exclusive, left as is",
+        {"nodeSelector": SHARED_NODE, "containers": [container("c", gpu(1))]},
+        None,
+        warnings=["picks shared GPUs (time-slicing or MPS replicas) for nvidia.com/gpu"],
+    ),
+    Case(
+        "a sharing strategy in an affinity: left as is",
+        {
+            "affinity": required(expr("nvidia.com/gpu.sharing-strategy", "In", "mps")),
+            "containers": [container("c", gpu(1))],
+        },
+        None,
+        warnings=["it would become exclusive"],
+    ),
+    Case(
+        "any number of replicas: left as is",
+        {
+            "affinity": required(expr("nvidia.com/gpu.replicas", "Exists")),
+            "containers": [container("c", gpu(1))],
+        },
+        None,
+        warnings=["nvidia.com/gpu.replicas (Exists)"],
+    ),
+    Case(
+        "sharing: TimeSlicing: the claim carries the driver's sharing config",
+        {"nodeSelector": SHARED_NODE, "containers": [container("c", gpu(1))]},
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [
+                pod_claim("c-gpu", tpl("gpu", GPU, 1, PRODUCT_A100, config=TIME_SLICED))
+            ],
+        },
+        [("gpu", GPU, 1, (PRODUCT_A100,))],
+        ["shared by TimeSlicing only among this pod's containers"],
+        policy={"mappings": {"nvidia.com/gpu": {"deviceClassName": GPU, "sharing": "TimeSlicing"}}},
+    ),
+    Case(
+        "nvidia.com/gpu.shared mapped with sharing",
+        {"containers": [container("c", {"nvidia.com/gpu.shared": 2})]},
+        {
+            "containers": [claimed("c", "c-gpu-shared")],
+            "resourceClaims": [
+                pod_claim("c-gpu-shared", tpl("gpu-shared", GPU, 2, config=TIME_SLICED))
+            ],
+        },
+        [("gpu-shared", GPU, 2, ())],
+        ["shared by TimeSlicing"],
+        policy={
+            "mappings": {
+                "nvidia.com/gpu.shared": {"deviceClassName": GPU, "sharing": "TimeSlicing"}
+            }
+        },
+    ),
+    Case(
+        "not shared: sharing-strategy none and avoiding -SHARED ask nothing of a device",
+        {
+            "affinity": required(
+                expr("nvidia.com/gpu.sharing-strategy", "In", "none"),
+                expr(PRODUCT, "NotIn", "NVIDIA-A100-SXM4-40GB-SHARED"),
+            ),
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+    ),
+]
+
+COMPANION_CASES = [
+    Case(
+        "HAMi fractions: gpumem and gpucores come with nvidia.com/gpu; left as is",
+        {
+            "containers": [
+                container("c", {**gpu(1), "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 30})
+            ]
+        },
+        None,
+        warnings=["nvidia.com/gpumem, nvidia.com/gpucores come with nvidia.com/gpu"],
+    ),
+    Case(
+        "a companion in another container does not hold this one back",
+        {
+            "containers": [
+                container("a", gpu(1)),
+                container("b", {"nvidia.com/gpumem-percentage": 50}),
+            ]
+        },
+        {
+            "containers": [
+                claimed("a", "a-gpu"),
+                container("b", {"nvidia.com/gpumem-percentage": 50}),
+            ],
+            "resourceClaims": [pod_claim("a-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+    ),
+]
+
+
+def version(attribute: str, test: str) -> str:
+    return f"('{attribute}' in {ATTR} && {ATTR}.{attribute}{test})"
+
+
+VERSION_CASES = [
+    Case(
+        "GFD compute capability and driver version become version selectors",
+        {
+            "nodeSelector": {
+                "nvidia.com/gpu.compute.major": "8",
+                "nvidia.com/cuda.driver-version.full": "550.107.02",
+            },
+            "affinity": required(
+                expr("nvidia.com/gpu.compute.minor", "In", "0", "6"),
+                expr("nvidia.com/cuda.runtime-version.major", "Gt", "11"),
+                expr("nvidia.com/gpu.memory", "Lt", "81920"),
+            ),
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [
+                pod_claim(
+                    "c-gpu",
+                    tpl(
+                        "gpu",
+                        GPU,
+                        1,
+                        version("cudaComputeCapability", ".major() == 8"),
+                        version("driverVersion", ".compareTo(semver('550.107.2')) == 0"),
+                        version("cudaComputeCapability", ".minor() in [0, 6]"),
+                        version("cudaDriverVersion", ".major() > 11"),
+                        f"({HAS_MEM} && {MEM}.compareTo(quantity('81920Mi')) < 0)",
+                    ),
+                )
+            ],
+        },
+        [
+            (
+                "gpu",
+                GPU,
+                1,
+                (
+                    version("cudaComputeCapability", ".major() == 8"),
+                    version("driverVersion", ".compareTo(semver('550.107.2')) == 0"),
+                    version("cudaComputeCapability", ".minor() in [0, 6]"),
+                    version("cudaDriverVersion", ".major() > 11"),
+                    f"({HAS_MEM} && {MEM}.compareTo(quantity('81920Mi')) < 0)",
+                ),
+            )
+        ],
+    ),
+    Case(
+        "a driver version GFD did not write as a version stays a node term",
+        {
+            "nodeSelector": {"nvidia.com/cuda.driver-version.full": "550.x"},
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "nodeSelector": {"nvidia.com/cuda.driver-version.full": "550.x"},
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+        ["has no exact device attribute"],
+    ),
+]
 
 
 CASES = [
@@ -125,10 +452,10 @@ CASES = [
         warnings=["does not name a MIG profile"],
     ),
     Case(
-        "shared GPU replicas have no DRA equivalent",
+        "shared GPU replicas would become exclusive: left as is",
         {"containers": [container("c", {"nvidia.com/gpu.shared": 1})]},
         None,
-        warnings=["no faithful DRA equivalent"],
+        warnings=["it would become exclusive"],
     ),
     Case(
         "regular init container reuses the app container's claim",
@@ -258,18 +585,10 @@ CASES = [
         },
         [("gpu", GPU, 1, (PRODUCT_A100,))],
     ),
-    Case(
-        "GFD product of a MIG-single node names the parent product",
-        {
-            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"},
-            "containers": [container("c", gpu(1))],
-        },
-        {
-            "containers": [claimed("c", "c-gpu")],
-            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1, PRODUCT_A100))],
-        },
-        [("gpu", GPU, 1, (PRODUCT_A100,))],
-    ),
+    *MIG_SINGLE_CASES,
+    *SHARED_CASES,
+    *COMPANION_CASES,
+    *VERSION_CASES,
     Case(
         "GFD memory and family in required node affinity; the term keeps the rest",
         {
@@ -322,8 +641,7 @@ CASES = [
                         "gpu",
                         GPU,
                         1,
-                        f"({MEM}.compareTo(quantity('40960Mi')) >= 0 && "
-                        f"{MEM}.compareTo(quantity('40961Mi')) < 0)",
+                        f"({HAS_MEM} && {mem_range(40960)})",
                         f"{FAMILY} in ['ampere', 'hopper']",
                     ),
                 )
@@ -335,8 +653,7 @@ CASES = [
                 GPU,
                 1,
                 (
-                    f"({MEM}.compareTo(quantity('40960Mi')) >= 0 && "
-                    f"{MEM}.compareTo(quantity('40961Mi')) < 0)",
+                    f"({HAS_MEM} && {mem_range(40960)})",
                     f"{FAMILY} in ['ampere', 'hopper']",
                 ),
             )
@@ -465,6 +782,8 @@ def _expected_spec(case: Case) -> Obj:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_translation(case: Case, policy: Policy, catalog: Catalog) -> None:
+    if case.policy is not None:
+        policy = parse_policy({**_default_raw(), **case.policy})
     before = copy.deepcopy(case.spec)
     result = translate(case.spec, policy, catalog)
 
@@ -569,6 +888,14 @@ A100_NODE = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
             False,
         ),
         ({"containers": [container("a", gpu(0))]}, "defer", False),
+        (
+            {
+                "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"},
+                "containers": [container("a", gpu(1))],
+            },
+            "defer",
+            False,
+        ),
     ],
     ids=[
         "whole GPUs",
@@ -579,6 +906,7 @@ A100_NODE = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
         "a sidecar",
         "MIG not served in-tree",
         "zero GPUs",
+        "MIG single strategy: the in-tree path would give a whole GPU",
     ],
 )
 def test_in_tree_path(spec: Obj, in_tree: str, deferred: bool) -> None:
@@ -606,14 +934,72 @@ def test_keep_node_selectors(catalog: Catalog) -> None:
     assert result.templates[0]["metadata"]["name"] == tpl("gpu", GPU, 1, PRODUCT_A100)
 
 
-def test_policy_can_map_shared_gpus(catalog: Catalog) -> None:
+def test_shared_gpus_need_a_sharing_mapping(catalog: Catalog) -> None:
     raw = _default_raw()
     raw["mappings"]["nvidia.com/gpu.shared"] = {"deviceClassName": "gpu.nvidia.com"}
-    result = translate(
-        {"containers": [container("c", {"nvidia.com/gpu.shared": 1})]}, parse_policy(raw), catalog
-    )
-    assert result.spec["resourceClaims"] == [pod_claim("c-gpu-shared", tpl("gpu-shared", GPU, 1))]
-    assert result.warnings == ()
+    spec = {"containers": [container("c", {"nvidia.com/gpu.shared": 1})]}
+    refused = translate(spec, parse_policy(raw), catalog)
+    assert not refused.changed
+    assert "would become an exclusive GPU" in refused.warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("sharing", "parameters"),
+    [
+        (
+            "TimeSlicing",
+            {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}},
+        ),
+        (
+            {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}},
+            {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}},
+        ),
+        ("MPS", {"strategy": "MPS", "mpsConfig": {}}),
+        (
+            {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}},
+            {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}},
+        ),
+    ],
+)
+def test_sharing_config_is_the_drivers(catalog: Catalog, sharing: Any, parameters: Obj) -> None:
+    raw = _default_raw()
+    raw["mappings"]["nvidia.com/gpu"]["sharing"] = sharing
+    spec = {
+        "nodeSelector": {"nvidia.com/gpu.sharing-strategy": "time-slicing"},
+        "containers": [container("c", gpu(1))],
+    }
+    result = translate(spec, parse_policy(raw), catalog)
+    (template,) = result.templates
+    assert template["spec"]["spec"]["devices"]["config"] == [
+        {
+            "requests": ["gpu"],
+            "opaque": {
+                "driver": "gpu.nvidia.com",
+                "parameters": {
+                    "apiVersion": "resource.nvidia.com/v1beta1",
+                    "kind": "GpuConfig",
+                    "sharing": parameters,
+                },
+            },
+        }
+    ]
+    assert "nodeSelector" not in result.spec
+    gate = "TimeSlicingSettings" if parameters["strategy"] == "TimeSlicing" else "MPSSupport"
+    assert gate in result.warnings[0]
+
+
+def test_mig_single_sharing_is_a_mig_device_config(catalog: Catalog) -> None:
+    raw = _default_raw()
+    raw["mappings"]["nvidia.com/mig-*"]["sharing"] = "TimeSlicing"
+    spec = {
+        "nodeSelector": {PRODUCT: A100_1G5 + "-SHARED"},
+        "containers": [container("c", gpu(1))],
+    }
+    (template,) = translate(spec, parse_policy(raw), catalog).templates
+    (config,) = template["spec"]["spec"]["devices"]["config"]
+    assert config["opaque"]["parameters"]["kind"] == "MigDeviceConfig"
+    assert config["opaque"]["parameters"]["sharing"] == {"strategy": "TimeSlicing"}
+    assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == MIG
 
 
 def test_long_and_clashing_claim_names() -> None:
