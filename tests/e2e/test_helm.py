@@ -175,6 +175,8 @@ def test_every_object_passes_strict_server_validation(
 GRANTED = {
     ("", "namespaces", "list"),
     ("", "namespaces", "watch"),
+    ("", "resourcequotas", "list"),
+    ("", "resourcequotas", "watch"),
     ("resource.k8s.io", "deviceclasses", "list"),
     ("resource.k8s.io", "deviceclasses", "watch"),
     ("resource.k8s.io", "resourceclaimtemplates", "get"),
@@ -239,6 +241,7 @@ def test_service_account_can_do_exactly_what_rbac_grants(
 
         resource = client.ResourceV1Api(sa)
         client.CoreV1Api(sa).list_namespace()
+        client.CoreV1Api(sa).list_resource_quota_for_all_namespaces()
         resource.list_device_class()
         resource.list_resource_claim_template_for_all_namespaces()
         template = {

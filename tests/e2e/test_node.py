@@ -249,7 +249,8 @@ def test_node_is_ready_with_the_plugins_devices(
     assert {m["profile"]["string"] for m in migs} == {"1g.5gb"}
     assert len({m["parentUUID"]["string"] for m in migs}) == 1
     assert by_name["gpu-0"]["attributes"]["productName"] == {"string": "NVIDIA A100-SXM4-40GB"}
-    assert by_name["gpu-0"]["capacity"]["memory"] == {"value": "40Gi"}
+    expected = next(d for d in NODE_DEVICES if d["name"] == "gpu-0")["capacity"]["memory"]
+    assert by_name["gpu-0"]["capacity"]["memory"] == expected  # NVML's total, as published
 
 
 def test_two_gpus_in_one_container(
@@ -439,3 +440,44 @@ def _gone(core: client.CoreV1Api, namespace: str, name: str) -> bool:
             return True
         raise
     return False
+
+
+def test_a_pod_left_to_the_in_tree_path_runs_and_sees_its_device(
+    real_node: RealNode,
+    webhook: Webhook,
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    node_ns: str,
+) -> None:
+    """Where gpu.nvidia.com serves nvidia.com/gpu in-tree (1.37), a pod gpu2dra leaves alone
+    keeps its extended resource; the scheduler's claim reaches the container through the
+    kubelet (status.extendedResourceClaimStatus) and the plugin."""
+    custom = client.CustomObjectsApi(api_client)
+
+    def served(name: str | None) -> None:
+        custom.patch_cluster_custom_object(
+            "resource.k8s.io",
+            "v1",
+            "deviceclasses",
+            "gpu.nvidia.com",
+            {"spec": {"extendedResourceName": name}},
+        )
+
+    served("nvidia.com/gpu")
+    try:
+        webhook.set_mode(api_client, node_ns, "disabled")
+        stored, _ = control_plane.create(
+            node_ns, pod("native", [container("main", {"nvidia.com/gpu": 1})])
+        )
+        assert "resourceClaims" not in stored["spec"], "gpu2dra left it alone"
+        running = wait_running(api_client, node_ns, "native")
+        name = running["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+        seen = devices_seen(environment(control_plane, node_ns, "native", "main"))
+        assert len(seen) == 1 and seen <= set(FULL_GPUS)
+        assert seen == set(allocated_names(api_client, node_ns, "native"))
+        claim = custom.get_namespaced_custom_object(
+            "resource.k8s.io", "v1", node_ns, "resourceclaims", name
+        )
+        assert "resource.kubernetes.io/extended-resource-claim" in claim["metadata"]["annotations"]
+    finally:
+        served(None)
