@@ -64,7 +64,8 @@ NODE_SET = "gpu2dra.io/bench-nodes"  # node label: "plugin" or "dra"
 GPU = "nvidia.com/gpu"
 CLASS = "gpu.nvidia.com"
 WEBHOOK = "pods.mutate.gpu2dra.io"
-VALIDATING = "pods.validate.gpu2dra.io"  # the chart's: translated pods have resourceClaims
+# The chart's validating webhooks: pods with resourceClaims, and ResourceClaims and templates.
+WEBHOOKS = (WEBHOOK, "pods.validate.gpu2dra.io", "claims.validate.gpu2dra.io")
 # Targets (issue #16): what gpu2dra may add to a pod create in steady state, against the
 # device plugin, and how close the 1,000-pod Job must be to the other two setups.
 TARGET_P50_MS, TARGET_P99_MS, TARGET_JOB = 1.0, 5.0, 0.10
@@ -443,9 +444,9 @@ class Result:
     apiserver_create_p99: str = ""
     webhook_p50: str = ""  # apiserver_admission_webhook_admission_duration_seconds
     webhook_p99: str = ""
-    webhook_calls: int | None = None
-    validating_p50: str = ""  # the same for gpu2dra's validating webhook on pods
-    validating_p99: str = ""
+    webhook_calls: dict[str, int] = field(default_factory=dict)  # by gpu2dra webhook
+    validating: dict[str, str] = field(default_factory=dict)  # webhook -> "p50 / p99"
+    gpu2dra_own: str = ""  # gpu2dra_request_seconds p50 / p99, all its endpoints
     all_created_s: float | None = None  # Job: until its last pod was created
     all_bound_s: float | None = None  # Job: until its last pod was bound
     gpu2dra_api_calls: float | None = None
@@ -471,49 +472,54 @@ class Gpu2dra:
     def snapshot(self) -> tuple[float, float]:
         return self.api_calls(), self.cpu_s()
 
+    def answer_times(self) -> Buckets:
+        """gpu2dra's own time to answer (gpu2dra_request_seconds), every endpoint: against the
+        API server's view, what is spent outside the handler (queues, a starved process)."""
+        status, body = self.hook.get("/metrics")
+        assert status == 200, body[:200]
+        return buckets(body.decode(), "gpu2dra_request_seconds")
 
-def server_histograms(kube: Kube) -> tuple[Buckets, Buckets, Buckets]:
+
+def server_histograms(kube: Kube) -> dict[str, Buckets]:
+    """The API server's pod-create histogram and each gpu2dra webhook's admission histogram
+    (every operation: the claims webhook also sees UPDATEs, such as the scheduler adding its
+    finalizer to a claim)."""
     text = kube.metrics()
-    create = buckets(
-        text,
-        "apiserver_request_duration_seconds",
-        verb="POST",
-        resource="pods",
-        subresource="",
-    )
-    webhook = buckets(
-        text,
-        "apiserver_admission_webhook_admission_duration_seconds",
-        name=WEBHOOK,
-        operation="CREATE",
-        type="admit",
-    )
-    validating = buckets(
-        text,
-        "apiserver_admission_webhook_admission_duration_seconds",
-        name=VALIDATING,
-        operation="CREATE",
-        type="validating",
-    )
-    return create, webhook, validating
+    found = {
+        "create": buckets(
+            text, "apiserver_request_duration_seconds", verb="POST", resource="pods", subresource=""
+        )
+    }
+    for webhook in WEBHOOKS:
+        found[webhook] = buckets(
+            text, "apiserver_admission_webhook_admission_duration_seconds", name=webhook
+        )
+    return found
 
 
-def fill_server_figures(
-    result: Result, before: tuple[Buckets, Buckets, Buckets], kube: Kube
-) -> None:
+def fill_server_figures(result: Result, before: dict[str, Buckets], kube: Kube) -> None:
     after = server_histograms(kube)
-    create, webhook, validating = (delta(a, b) for a, b in zip(after, before, strict=True))
-    for attr, q, histogram in (
-        ("apiserver_create_p50", 0.5, create),
-        ("apiserver_create_p99", 0.99, create),
-        ("webhook_p50", 0.5, webhook),
-        ("webhook_p99", 0.99, webhook),
-        ("validating_p50", 0.5, validating),
-        ("validating_p99", 0.99, validating),
-    ):
-        found = quantile(q, histogram)
-        setattr(result, attr, str(found) if found else "")
-    result.webhook_calls = round(webhook.get(math.inf, 0.0)) or None
+    changes = {key: delta(after[key], before.get(key, {})) for key in after}
+
+    def quantiles(histogram: Buckets) -> tuple[str, str]:
+        p50, p99 = quantile(0.5, histogram), quantile(0.99, histogram)
+        return (str(p50) if p50 else "", str(p99) if p99 else "")
+
+    result.apiserver_create_p50, result.apiserver_create_p99 = quantiles(changes["create"])
+    result.webhook_p50, result.webhook_p99 = quantiles(changes[WEBHOOK])
+    for webhook in WEBHOOKS:
+        calls = round(changes[webhook].get(math.inf, 0.0))
+        if calls:
+            result.webhook_calls[webhook] = calls
+            if webhook != WEBHOOK:
+                p50, p99 = quantiles(changes[webhook])
+                result.validating[webhook] = f"{p50} / {p99}"
+
+
+def fill_answer_times(result: Result, histogram: Buckets) -> None:
+    p50, p99 = quantile(0.5, histogram), quantile(0.99, histogram)
+    if p50 and p99:
+        result.gpu2dra_own = f"{p50} / {p99}"
 
 
 def create_at_rate(
@@ -607,11 +613,12 @@ def run_setup(
 ) -> list[Result]:
     results: list[Result] = []
 
-    def counters() -> tuple[float, float] | None:
-        return hook.snapshot() if hook else None
+    def counters() -> tuple[float, float, Buckets] | None:
+        return (*hook.snapshot(), hook.answer_times()) if hook else None
 
-    def fill_counters(result: Result, before: tuple[float, float] | None) -> None:
+    def fill_counters(result: Result, before: tuple[float, float, Buckets] | None) -> None:
         if hook and before:
+            fill_answer_times(result, delta(hook.answer_times(), before[2]))
             calls, cpu = hook.snapshot()
             result.gpu2dra_api_calls = calls - before[0]
             result.gpu2dra_cpu_s = round(cpu - before[1], 2)
@@ -654,7 +661,7 @@ def run_setup(
     result = Result(setup, f"Job of {opts.job_pods} pods", opts.job_pods)
     print(f"{setup}: indexed Job of {opts.job_pods} pods", flush=True)
     with watching(kube, namespace, "bench=job") as watch:
-        before = counters()
+        before_server, before = server_histograms(kube), counters()
         started = time.monotonic()
         kube.call(
             "POST",
@@ -664,6 +671,7 @@ def run_setup(
         bound = watch.wait(opts.job_pods, 900)
         result.all_bound_s = round(bound - started, 2)
         result.all_created_s = round(sorted(watch.created.values())[-1] - started, 2)
+        fill_server_figures(result, before_server, kube)  # the job controller's creates
         fill_counters(result, before)
     results.append(result)
     clean(kube, namespace)
@@ -702,10 +710,12 @@ def new_shapes(kube: Kube, api: Any, hook: Gpu2dra, nodes: str, opts: Options) -
         print(f"gpu2dra: {workload}", flush=True)
         with watching(kube, namespace, "bench=pod") as watch:
             before_server, before = server_histograms(kube), hook.snapshot()
+            answers = hook.answer_times()
             latencies, result.errors = create_burst(
                 kube, namespace, [orjson.dumps(p) for p in pods]
             )
             fill_server_figures(result, before_server, kube)
+            fill_answer_times(result, delta(hook.answer_times(), answers))
             calls, cpu = hook.snapshot()
             result.gpu2dra_api_calls, result.gpu2dra_cpu_s = calls - before[0], cpu - before[1]
             watch.wait(len(pods) - result.errors, 300)
@@ -733,6 +743,8 @@ def table(results: list[Result]) -> str:
         "create p99 ms",
         "apiserver POST pods p50 / p99 ms",
         "webhook admission p50 / p99 ms",
+        "validating webhooks p50 / p99 ms",
+        "gpu2dra's own answer p50 / p99 ms",
         "Job all bound s",
         "gpu2dra API calls",
         "gpu2dra CPU s",
@@ -743,8 +755,10 @@ def table(results: list[Result]) -> str:
             f"{r.apiserver_create_p50} / {r.apiserver_create_p99}" if r.apiserver_create_p50 else ""
         )
         webhook = f"{r.webhook_p50} / {r.webhook_p99}" if r.webhook_p50 else ""
-        if r.validating_p50:
-            webhook += f"; validating {r.validating_p50} / {r.validating_p99}"
+        validating = "; ".join(
+            f"{name.split('.gpu2dra')[0]}: {q} ({r.webhook_calls.get(name, 0)} calls)"
+            for name, q in r.validating.items()
+        )
         workload = r.workload
         if r.achieved_rate is not None:
             workload += f" ({r.pods} pods, {r.achieved_rate:.0f}/s sent)"
@@ -760,6 +774,8 @@ def table(results: list[Result]) -> str:
             _ms(r.create_p99_ms),
             server,
             webhook,
+            validating,
+            r.gpu2dra_own,
             bound,
             "" if r.gpu2dra_api_calls is None else f"{r.gpu2dra_api_calls:.0f}",
             "" if r.gpu2dra_cpu_s is None else f"{r.gpu2dra_cpu_s:.2f}",
