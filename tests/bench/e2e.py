@@ -16,11 +16,12 @@ GA, and three setups measured one after the other on the same pods:
 The plugin nodes and the DRA nodes are two node sets (a label and a nodeSelector), each with
 enough GPUs (8 a node) for every pod of a workload; a setup's pods are deleted, and their
 claims gone, before the next workload. Workloads per setup: pods created at a steady rate (one
-nvidia.com/gpu each; the time of each create call; for gpu2dra also the API server's own
-webhook admission histogram), and a 1,000-pod indexed Job made by the real job controller (time
+nvidia.com/gpu each; the time of each create call, and the API server's own POST-pods
+histogram; for gpu2dra also the API server's admission histogram of each of its webhooks and
+gpu2dra's own time to answer), and a 1,000-pod indexed Job made by the real job controller (time
 until every pod is bound; for gpu2dra its API calls and CPU seconds). Then, for gpu2dra only,
 the first pods of new shapes: a burst of pods each of a new shape (each waits for its template)
-against the same burst of one shape.
+against the same burst of one shape, and the first burst again once its templates exist.
 
 Prints a Markdown table and the targets met or not, and writes the same as JSON. Not a test:
 the figures depend on the machine (the load average is printed with them).
@@ -851,7 +852,7 @@ def main() -> None:
     )
     parser.add_argument("--rates", default="50,200", help="pod creates per second, comma-separated")
     parser.add_argument("--seconds", type=float, default=20, help="per rate")
-    parser.add_argument("--job-pods", type=int, default=1000)
+    parser.add_argument("--job-pods", type=int, default=1000, help="pods of the indexed Job")
     parser.add_argument("--shapes", type=int, default=50, help="pods in each new-shape burst")
     parser.add_argument("--workers", type=int, default=64, help="connections creating pods")
     parser.add_argument(
@@ -859,8 +860,10 @@ def main() -> None:
         default="1000,2000",
         help="--kube-api-qps,--kube-api-burst of the controller-manager and the scheduler",
     )
-    parser.add_argument("--setups", default=",".join(SETUPS))
-    parser.add_argument("--json", type=Path, default=Path("bench-e2e.json"))
+    parser.add_argument(
+        "--setups", default=",".join(SETUPS), help="which, in this order, comma-separated"
+    )
+    parser.add_argument("--json", type=Path, default=Path("bench-e2e.json"), help="report file")
     parser.add_argument(
         "--work",
         type=Path,
