@@ -218,11 +218,19 @@ class ControlPlane:
         *,
         helm: Path | None = None,
         start_timeout: float = 120.0,
+        client_qps: tuple[float, int] | None = None,
     ) -> None:
         self.bin_dir = bin_dir
         self.helm = helm or bin_dir.parent / "helm"
         self.work_dir = work_dir
         self.start_timeout = start_timeout
+        # (QPS, burst) of the controller-manager's and the scheduler's API clients; None keeps
+        # their defaults (20/30 and 50/100), which throttle a 1,000-pod burst.
+        self._client_qps = (
+            [f"--kube-api-qps={client_qps[0]:g}", f"--kube-api-burst={client_qps[1]}"]
+            if client_qps
+            else []
+        )
         self._pki = work_dir / "pki"
         self._log_dir = work_dir / "logs"
         self._kubeconfig = work_dir / "admin.kubeconfig"
@@ -380,6 +388,7 @@ class ControlPlane:
                 f"--service-account-private-key-file={self._pki / 'sa.key'}",
                 f"--root-ca-file={self.ca_file}",
                 "--use-service-account-credentials=true",
+                *self._client_qps,
             ],
         )
         self._wait_http(name, f"https://127.0.0.1:{port}/healthz", lambda b: b.strip() == b"ok")
@@ -408,6 +417,7 @@ class ControlPlane:
                 f"--secure-port={port}",
                 f"--cert-dir={self.work_dir / name}",
                 "--leader-elect=false",
+                *self._client_qps,
             ],
         )
         self._wait_http(name, f"https://127.0.0.1:{port}/readyz", lambda b: b.strip() == b"ok")

@@ -1,0 +1,985 @@
+"""What a GPU pod create costs end to end: the device plugin, gpu2dra, and the in-tree path.
+
+    bash tests/bench/e2e.sh [--seconds N] [--rates 50,200] [--job-pods N] [--json FILE]
+
+One control plane of the newest release (tests/k8s), where KEP-5004's DRAExtendedResource is
+GA, and three setups measured one after the other on the same pods:
+
+- device plugin: fake nodes advertise nvidia.com/gpu in their allocatable; no webhook;
+  DeviceClass gpu.nvidia.com without extendedResourceName;
+- gpu2dra: `gpu2dra serve` registered as the chart renders it (failurePolicy Fail, so that a
+  failure shows instead of falling back), the namespace labelled gpu2dra.io/migration=enabled;
+  nodes publish gpu.nvidia.com ResourceSlices;
+- in-tree: no webhook; DeviceClass gpu.nvidia.com with extendedResourceName nvidia.com/gpu:
+  the scheduler makes a claim for each pod (KEP-5004).
+
+The plugin nodes and the DRA nodes are two node sets (a label and a nodeSelector), each with
+enough GPUs (8 a node) for every pod of a workload; a setup's pods are deleted, and their
+claims gone, before the next workload. Workloads per setup: pods created at a steady rate (one
+nvidia.com/gpu each; the time of each create call, and the API server's own POST-pods
+histogram; for gpu2dra also the API server's admission histogram of each of its webhooks and
+gpu2dra's own time to answer), and a 1,000-pod indexed Job made by the real job controller (time
+until every pod is bound; for gpu2dra its API calls and CPU seconds). Then, for gpu2dra only,
+the first pods of new shapes: a burst of pods each of a new shape (each waits for its template)
+against the same burst of one shape, and the first burst again once its templates exist.
+
+Prints a Markdown table and the targets met or not, and writes the same as JSON. Not a test:
+the figures depend on the machine (the load average is printed with them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import math
+import os
+import ssl
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.e2e.controlplane import ControlPlane, kubernetes_version, release_bin_dir, releases
+from tests.e2e.fixtures import (
+    create_node,
+    device_class,
+    gpu_devices,
+    gpu_resource_slice,
+)
+from tests.e2e.webhook import Webhook, register, unregister
+
+Obj = dict[str, Any]
+GPUS_PER_NODE = 8
+NODE_SET = "gpu2dra.io/bench-nodes"  # node label: "plugin" or "dra"
+GPU = "nvidia.com/gpu"
+CLASS = "gpu.nvidia.com"
+WEBHOOK = "pods.mutate.gpu2dra.io"
+# The chart's validating webhooks: pods with resourceClaims, and ResourceClaims and templates.
+WEBHOOKS = (WEBHOOK, "pods.validate.gpu2dra.io", "claims.validate.gpu2dra.io")
+# Targets (issue #16): what gpu2dra may add to a pod create in steady state, against the
+# device plugin, and how close the 1,000-pod Job must be to the other two setups.
+TARGET_P50_MS, TARGET_P99_MS, TARGET_JOB = 1.0, 5.0, 0.10
+SETUPS = ("device plugin", "gpu2dra", "in-tree")
+
+
+# -- a small raw client: pre-encoded bodies, one keep-alive connection a thread -----------------
+
+
+class Kube:
+    """The admin's HTTPS client to the API server, light enough to create 200 pods a second
+    from Python without the client being what is measured."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        config = yaml.safe_load(plane.kubeconfig.read_text())
+        self.token = config["users"][0]["user"]["token"]
+        parsed = urllib.parse.urlsplit(plane.server)
+        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 443
+        self.context = ssl.create_default_context(cafile=str(plane.ca_file))
+        self.local = threading.local()
+
+    def connection(self, timeout: float = 60) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection(
+            self.host, self.port, context=self.context, timeout=timeout
+        )
+
+    def request(
+        self, method: str, path: str, body: bytes | None = None, content_type: str = ""
+    ) -> tuple[int, bytes]:
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        for attempt in (1, 2):
+            conn: http.client.HTTPSConnection | None = getattr(self.local, "conn", None)
+            if conn is None:
+                conn = self.local.conn = self.connection()
+            try:
+                conn.request(method, path, body=body, headers=headers)
+                response = conn.getresponse()
+                return response.status, response.read()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self.local.conn = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def call(self, method: str, path: str, body: Obj | bytes | None = None, **kw: str) -> Obj:
+        encoded = orjson.dumps(body) if isinstance(body, dict) else body
+        status, data = self.request(method, path, encoded, **kw)
+        if status >= 300:
+            raise RuntimeError(f"{method} {path}: {status} {data[:500]!r}")
+        return orjson.loads(data) if data else {}
+
+    def count(self, path: str) -> int:
+        return len(self.call("GET", path)["items"])
+
+    def metrics(self) -> str:
+        status, data = self.request("GET", "/metrics")
+        assert status == 200, data[:200]
+        return data.decode()
+
+
+# -- histograms from Prometheus text -----------------------------------------------------------
+
+
+Buckets = dict[float, float]  # upper bound -> cumulative count
+
+
+def buckets(text: str, metric: str, /, **labels: str) -> Buckets:
+    """The cumulative buckets of histogram `metric`, summed over the series whose labels
+    include `labels`."""
+    found: Buckets = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == f"{metric}_bucket" and labels.items() <= sample.labels.items():
+                bound = float(sample.labels["le"])
+                found[bound] = found.get(bound, 0.0) + sample.value
+    return found
+
+
+def delta(after: Buckets, before: Buckets) -> Buckets:
+    return {le: n - before.get(le, 0.0) for le, n in after.items()}
+
+
+@dataclass
+class Quantile:
+    """A quantile from histogram buckets: the bucket it falls in and Prometheus's linear
+    interpolation inside it (histogram_quantile)."""
+
+    low_ms: float
+    high_ms: float  # inf when beyond the last bound
+    estimate_ms: float
+
+    def __str__(self) -> str:
+        if math.isinf(self.high_ms):
+            return f">{self.low_ms:g}"
+        return f"{self.low_ms:g}-{self.high_ms:g} (~{self.estimate_ms:.1f})"
+
+
+def quantile(q: float, cumulative: Buckets) -> Quantile | None:
+    bounds = sorted(cumulative)
+    total = cumulative.get(math.inf, 0.0)
+    if total <= 0:
+        return None
+    rank, low, below = q * total, 0.0, 0.0
+    for bound in bounds:
+        count = cumulative[bound]
+        if count >= rank:
+            if math.isinf(bound):
+                return Quantile(low * 1e3, math.inf, low * 1e3)
+            share = (rank - below) / (count - below) if count > below else 1.0
+            return Quantile(low * 1e3, bound * 1e3, (low + (bound - low) * share) * 1e3)
+        low, below = bound, count
+    return None
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+# -- objects -----------------------------------------------------------------------------------
+
+
+def pod(name: str, nodes: str, *, container: str = "main", **spec: Any) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"bench": "pod"}},
+        "spec": {
+            "nodeSelector": {NODE_SET: nodes},
+            "containers": [
+                {"name": container, "image": "cuda:12", "resources": {"limits": {GPU: "1"}}}
+            ],
+            **spec,
+        },
+    }
+
+
+def indexed_job(name: str, nodes: str, pods: int) -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": pods,
+            "parallelism": pods,
+            "template": {
+                "metadata": {"labels": {"bench": "job"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {NODE_SET: nodes},
+                    "containers": [
+                        {"name": "worker", "image": "cuda:12", "resources": {"limits": {GPU: "1"}}}
+                    ],
+                },
+            },
+        },
+    }
+
+
+def shaped_pod(name: str, nodes: str, shape: int) -> Obj:
+    """A pod whose template differs by shape: a GFD memory term that gpu2dra turns into a
+    CEL selector (40960 MiB, the fake A100's, or a size no GPU has), so each shape gets its
+    own ResourceClaimTemplate and every shape still fits the nodes."""
+    term = {
+        "key": "nvidia.com/gpu.memory",
+        "operator": "In",
+        "values": ["40960", str(50000 + shape)],
+    }
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [term]}]
+            }
+        }
+    }
+    return pod(name, nodes, affinity=affinity)
+
+
+# -- the cluster -------------------------------------------------------------------------------
+
+
+def create_nodes(plane: ControlPlane, prefix: str, count: int, dra: bool) -> None:
+    """`count` Ready nodes of GPUS_PER_NODE GPUs each: in allocatable (the device plugin), or
+    as a gpu.nvidia.com ResourceSlice. DRA nodes carry the GFD memory label too."""
+
+    def one(i: int) -> None:
+        api = plane.api_client()
+        try:
+            name = f"{prefix}-{i:04d}"
+            labels = {NODE_SET: prefix}
+            if dra:
+                labels["nvidia.com/gpu.memory"] = "40960"
+                node = create_node(api, name, labels=labels, pods="250")
+                body = gpu_resource_slice(name, gpu_devices(name, gpus=GPUS_PER_NODE), owner=node)
+                from kubernetes import client
+
+                client.CustomObjectsApi(api).create_cluster_custom_object(
+                    "resource.k8s.io", "v1", "resourceslices", body
+                )
+            else:
+                create_node(
+                    api, name, labels=labels, pods="250", extended={GPU: str(GPUS_PER_NODE)}
+                )
+        finally:
+            api.close()
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, range(count)))
+
+
+def set_extended_resource_name(kube: Kube, value: str | None) -> None:
+    kube.call(
+        "PATCH",
+        f"/apis/resource.k8s.io/v1/deviceclasses/{CLASS}",
+        {"spec": {"extendedResourceName": value}},
+        content_type="application/merge-patch+json",
+    )
+
+
+def create_namespace(kube: Kube, name: str, labels: dict[str, str] | None = None) -> None:
+    kube.call("POST", "/api/v1/namespaces", {"metadata": {"name": name, "labels": labels or {}}})
+    deadline = time.monotonic() + 60
+    while kube.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")[0] != 200:
+        assert time.monotonic() < deadline, f"no default ServiceAccount in {name}"
+        time.sleep(0.1)
+
+
+def clean(kube: Kube, namespace: str, timeout: float = 300) -> float:
+    """Delete the namespace's Jobs and pods (pods bound to kubelet-less nodes force-deleted,
+    finalizers dropped if they linger) and wait until their claims are gone too; seconds."""
+    started = time.monotonic()
+    ns = f"/api/v1/namespaces/{namespace}"
+    kube.call(
+        "DELETE",
+        f"/apis/batch/v1/namespaces/{namespace}/jobs",
+        {"propagationPolicy": "Orphan"},
+    )
+    kube.call("DELETE", f"{ns}/pods", {"gracePeriodSeconds": 0})
+    claims = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims?limit=1"
+    deadline = started + timeout
+    while True:
+        # A page, not the whole list: listing thousands of pods twice a second would load
+        # the machine that is being measured.
+        pods = kube.call("GET", f"{ns}/pods?limit=100")["items"]
+        stuck = [p for p in pods if p["metadata"].get("finalizers")]
+        if stuck and time.monotonic() - started > 5:
+            for p in stuck:
+                kube.request(
+                    "PATCH",
+                    f"{ns}/pods/{p['metadata']['name']}",
+                    b'{"metadata":{"finalizers":null}}',
+                    content_type="application/merge-patch+json",
+                )
+        if any(not p["metadata"].get("deletionTimestamp") for p in pods):
+            kube.call("DELETE", f"{ns}/pods", {"gracePeriodSeconds": 0})
+        if not pods and kube.count(claims) == 0:
+            return time.monotonic() - started
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{namespace}: pods or their claims still there")
+        time.sleep(0.5)
+
+
+class BoundWatch:
+    """Watches a namespace's pods with a label and records when each is first bound."""
+
+    def __init__(self, kube: Kube, namespace: str, selector: str) -> None:
+        self.kube, self.namespace, self.selector = kube, namespace, selector
+        self.bound: dict[str, float] = {}
+        self.created: dict[str, float] = {}
+        self.changed = threading.Condition()
+        self.error: BaseException | None = None
+        self._conn: http.client.HTTPSConnection | None = None
+        self._stop = False
+        listed = kube.call("GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}")
+        self._version = listed["metadata"]["resourceVersion"]
+        for item in listed["items"]:
+            self._see(item, time.monotonic())
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _see(self, obj: Obj, now: float) -> None:
+        name = obj["metadata"]["name"]
+        self.created.setdefault(name, now)
+        if obj["spec"].get("nodeName"):
+            self.bound.setdefault(name, now)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop:
+                self._conn = self.kube.connection(timeout=3600)
+                query = urllib.parse.urlencode(
+                    {
+                        "watch": "1",
+                        "labelSelector": self.selector,
+                        "resourceVersion": self._version,
+                        "allowWatchBookmarks": "true",
+                        "timeoutSeconds": "3000",
+                    }
+                )
+                self._conn.request(
+                    "GET",
+                    f"/api/v1/namespaces/{self.namespace}/pods?{query}",
+                    headers={"Authorization": f"Bearer {self.kube.token}"},
+                )
+                response = self._conn.getresponse()
+                if response.status != 200:
+                    raise RuntimeError(f"watch: {response.status} {response.read()[:300]!r}")
+                while line := response.readline():
+                    event = orjson.loads(line)
+                    obj = event["object"]
+                    if event["type"] == "ERROR":
+                        raise RuntimeError(f"watch: {obj}")
+                    self._version = obj["metadata"]["resourceVersion"]
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        with self.changed:
+                            self._see(obj, time.monotonic())
+                            self.changed.notify_all()
+        except BaseException as error:
+            if not self._stop:
+                self.error = error
+                with self.changed:
+                    self.changed.notify_all()
+
+    def wait(self, count: int, timeout: float) -> float:
+        """Monotonic time at which `count` pods were bound."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while len(self.bound) < count:
+                if self.error:
+                    raise self.error
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(
+                        f"{self.namespace}: {len(self.bound)} of {count} pods bound "
+                        f"({len(self.created)} created) after {timeout:.0f}s"
+                    )
+                self.changed.wait(min(left, 1.0))
+            return sorted(self.bound.values())[count - 1]
+
+    def close(self) -> None:
+        self._stop = True
+        if self._conn is not None and self._conn.sock is not None:
+            import socket
+
+            self._conn.sock.shutdown(socket.SHUT_RDWR)
+
+
+@contextmanager
+def watching(kube: Kube, namespace: str, selector: str) -> Iterator[BoundWatch]:
+    watch = BoundWatch(kube, namespace, selector)
+    try:
+        yield watch
+    finally:
+        watch.close()
+
+
+# -- measurements ------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    setup: str
+    workload: str
+    pods: int
+    create_p50_ms: float | None = None
+    create_p99_ms: float | None = None
+    create_max_ms: float | None = None
+    errors: int = 0
+    achieved_rate: float | None = None  # creates per second actually started
+    apiserver_create_p50: str = ""  # apiserver_request_duration_seconds, POST pods
+    apiserver_create_p99: str = ""
+    webhook_p50: str = ""  # apiserver_admission_webhook_admission_duration_seconds
+    webhook_p99: str = ""
+    webhook_calls: dict[str, int] = field(default_factory=dict)  # by gpu2dra webhook
+    validating: dict[str, str] = field(default_factory=dict)  # webhook -> "p50 / p99"
+    gpu2dra_own: str = ""  # gpu2dra_request_seconds p50 / p99, all its endpoints
+    all_created_s: float | None = None  # Job: until its last pod was created
+    all_bound_s: float | None = None  # Job: until its last pod was bound
+    gpu2dra_api_calls: float | None = None
+    gpu2dra_cpu_s: float | None = None
+    templates: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class Gpu2dra:
+    """The webhook's process counters: API calls (its /metrics) and CPU seconds (/proc)."""
+
+    def __init__(self, hook: Webhook) -> None:
+        self.hook = hook
+
+    def cpu_s(self) -> float:
+        assert self.hook.process is not None
+        fields = Path(f"/proc/{self.hook.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def api_calls(self) -> float:
+        return self.hook.metric("gpu2dra_api_calls_total")
+
+    def snapshot(self) -> tuple[float, float]:
+        return self.api_calls(), self.cpu_s()
+
+    def answer_times(self) -> Buckets:
+        """gpu2dra's own time to answer (gpu2dra_request_seconds), every endpoint: against the
+        API server's view, what is spent outside the handler (queues, a starved process)."""
+        status, body = self.hook.get("/metrics")
+        assert status == 200, body[:200]
+        return buckets(body.decode(), "gpu2dra_request_seconds")
+
+
+def server_histograms(kube: Kube) -> dict[str, Buckets]:
+    """The API server's pod-create histogram and each gpu2dra webhook's admission histogram
+    (every operation: the claims webhook also sees UPDATEs, such as the scheduler adding its
+    finalizer to a claim)."""
+    text = kube.metrics()
+    found = {
+        "create": buckets(
+            text, "apiserver_request_duration_seconds", verb="POST", resource="pods", subresource=""
+        )
+    }
+    for webhook in WEBHOOKS:
+        found[webhook] = buckets(
+            text, "apiserver_admission_webhook_admission_duration_seconds", name=webhook
+        )
+    return found
+
+
+def fill_server_figures(result: Result, before: dict[str, Buckets], kube: Kube) -> None:
+    after = server_histograms(kube)
+    changes = {key: delta(after[key], before.get(key, {})) for key in after}
+
+    def quantiles(histogram: Buckets) -> tuple[str, str]:
+        p50, p99 = quantile(0.5, histogram), quantile(0.99, histogram)
+        return (str(p50) if p50 else "", str(p99) if p99 else "")
+
+    result.apiserver_create_p50, result.apiserver_create_p99 = quantiles(changes["create"])
+    result.webhook_p50, result.webhook_p99 = quantiles(changes[WEBHOOK])
+    for webhook in WEBHOOKS:
+        calls = round(changes[webhook].get(math.inf, 0.0))
+        if calls:
+            result.webhook_calls[webhook] = calls
+            if webhook != WEBHOOK:
+                p50, p99 = quantiles(changes[webhook])
+                result.validating[webhook] = f"{p50} / {p99}"
+
+
+def fill_answer_times(result: Result, histogram: Buckets) -> None:
+    p50, p99 = quantile(0.5, histogram), quantile(0.99, histogram)
+    if p50 and p99:
+        result.gpu2dra_own = f"{p50} / {p99}"
+
+
+def create_at_rate(
+    kube: Kube, namespace: str, bodies: list[bytes], rate: float, workers: int = 64
+) -> tuple[list[float], int, float]:
+    """Open loop: body i is sent at start + i/rate from a pool of keep-alive connections.
+    Returns each create call's seconds, the errors, and the rate at which calls started."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    latencies: list[float] = []
+    errors = 0
+    lock = threading.Lock()
+    starts: list[float] = []
+
+    def send(body: bytes) -> None:
+        nonlocal errors
+        began = time.perf_counter()
+        try:
+            status, data = kube.request("POST", path, body)
+        except (OSError, http.client.HTTPException):
+            status, data = 0, b""
+        took = time.perf_counter() - began
+        with lock:
+            starts.append(began)
+            if status == 201:
+                latencies.append(took)
+            else:
+                errors += 1
+                if errors <= 3:
+                    print(f"  create failed: {status} {data[:300]!r}", flush=True)
+
+    with ThreadPoolExecutor(workers) as pool:
+        # Open the connections first, so that no TLS handshake lands in the measurement.
+        list(pool.map(lambda _: kube.request("GET", "/readyz"), range(workers * 2)))
+        start = time.perf_counter()
+        for i, body in enumerate(bodies):
+            due = start + i / rate
+            pause = due - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            pool.submit(send, body)
+    span = (max(starts) - min(starts)) if len(starts) > 1 else 0.0
+    achieved = (len(starts) - 1) / span if span else 0.0
+    return latencies, errors, achieved
+
+
+def create_burst(kube: Kube, namespace: str, bodies: list[bytes]) -> tuple[list[float], int]:
+    """All at once, one thread each, released together."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    gate = threading.Barrier(len(bodies))
+    out: list[float] = []
+    errors = 0
+    lock = threading.Lock()
+
+    def send(body: bytes) -> None:
+        nonlocal errors
+        kube.request("GET", "/readyz")  # connect first
+        gate.wait()
+        began = time.perf_counter()
+        status, data = kube.request("POST", path, body)
+        took = time.perf_counter() - began
+        with lock:
+            if status == 201:
+                out.append(took)
+            else:
+                errors += 1
+                print(f"  create failed: {status} {data[:300]!r}", flush=True)
+
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        list(pool.map(send, bodies))
+    return out, errors
+
+
+def fill_latencies(result: Result, seconds: list[float]) -> None:
+    if seconds:
+        result.create_p50_ms = percentile(seconds, 0.5) * 1e3
+        result.create_p99_ms = percentile(seconds, 0.99) * 1e3
+        result.create_max_ms = max(seconds) * 1e3
+
+
+@dataclass
+class Options:
+    rates: list[float]
+    seconds: float
+    job_pods: int
+    shapes: int
+    workers: int
+
+
+def run_setup(
+    setup: str, kube: Kube, namespace: str, nodes: str, opts: Options, hook: Gpu2dra | None
+) -> list[Result]:
+    results: list[Result] = []
+
+    def counters() -> tuple[float, float, Buckets] | None:
+        return (*hook.snapshot(), hook.answer_times()) if hook else None
+
+    def fill_counters(result: Result, before: tuple[float, float, Buckets] | None) -> None:
+        if hook and before:
+            fill_answer_times(result, delta(hook.answer_times(), before[2]))
+            calls, cpu = hook.snapshot()
+            result.gpu2dra_api_calls = calls - before[0]
+            result.gpu2dra_cpu_s = round(cpu - before[1], 2)
+
+    # Warm-up: the first pods of the shape (gpu2dra: the template), and a check that the
+    # setup's path is the one taken.
+    warm = [orjson.dumps(pod(f"warm-{i}", nodes)) for i in range(20)]
+    with watching(kube, namespace, "bench=pod") as watch:
+        _, errors, _ = create_at_rate(kube, namespace, warm, 20, 8)
+        assert not errors, f"{setup}: warm-up pods were refused"
+        watch.wait(len(warm), 120)
+    placed = kube.call("GET", f"/api/v1/namespaces/{namespace}/pods/warm-0")
+    claims = placed["spec"].get("resourceClaims")
+    extended = (placed.get("status") or {}).get("extendedResourceClaimStatus")
+    path_ok = {
+        "device plugin": not claims and not extended,
+        "gpu2dra": bool(claims) and not extended,
+        "in-tree": not claims and bool(extended),
+    }[setup]
+    assert path_ok, f"{setup}: the pod did not take the expected path: {placed['spec']}"
+    clean(kube, namespace)
+
+    for rate in opts.rates:
+        count = max(1, round(rate * opts.seconds))
+        bodies = [orjson.dumps(pod(f"r{rate:g}-{i}", nodes)) for i in range(count)]
+        result = Result(setup, f"create at {rate:g}/s", count)
+        print(f"{setup}: {count} pods at {rate:g}/s", flush=True)
+        with watching(kube, namespace, "bench=pod") as watch:
+            before_server, before = server_histograms(kube), counters()
+            latencies, result.errors, result.achieved_rate = create_at_rate(
+                kube, namespace, bodies, rate, opts.workers
+            )
+            fill_server_figures(result, before_server, kube)
+            fill_counters(result, before)
+            watch.wait(count - result.errors, 300)
+        fill_latencies(result, latencies)
+        results.append(result)
+        clean(kube, namespace)
+
+    result = Result(setup, f"Job of {opts.job_pods} pods", opts.job_pods)
+    print(f"{setup}: indexed Job of {opts.job_pods} pods", flush=True)
+    with watching(kube, namespace, "bench=job") as watch:
+        before_server, before = server_histograms(kube), counters()
+        started = time.monotonic()
+        kube.call(
+            "POST",
+            f"/apis/batch/v1/namespaces/{namespace}/jobs",
+            indexed_job("bench", nodes, opts.job_pods),
+        )
+        bound = watch.wait(opts.job_pods, 900)
+        result.all_bound_s = round(bound - started, 2)
+        result.all_created_s = round(sorted(watch.created.values())[-1] - started, 2)
+        fill_server_figures(result, before_server, kube)  # the job controller's creates
+        fill_counters(result, before)
+    results.append(result)
+    clean(kube, namespace)
+    return results
+
+
+def new_shapes(kube: Kube, api: Any, hook: Gpu2dra, nodes: str, opts: Options) -> list[Result]:
+    """Item 2: the first pod of a shape in a namespace waits for its template. A burst of
+    pods each of a new shape in a fresh namespace, the same burst of one shape, and the
+    first burst again once its templates exist."""
+    results: list[Result] = []
+    runs: list[tuple[str, str, list[Obj]]] = [
+        (
+            "bench-shapes",
+            f"burst: {opts.shapes} new shapes",
+            [shaped_pod(f"s{i}", nodes, i) for i in range(opts.shapes)],
+        ),
+        (
+            "bench-one-shape",
+            f"burst: {opts.shapes} pods, 1 new shape",
+            [shaped_pod(f"o{i}", nodes, 0) for i in range(opts.shapes)],
+        ),
+        (
+            "bench-shapes",
+            f"burst: {opts.shapes} shapes, templates exist",
+            [shaped_pod(f"t{i}", nodes, i) for i in range(opts.shapes)],
+        ),
+    ]
+    made: set[str] = set()
+    for namespace, workload, pods in runs:
+        if namespace not in made:
+            create_namespace(kube, namespace)
+            hook.hook.set_mode(api, namespace, "enabled")
+            made.add(namespace)
+        result = Result("gpu2dra", workload, len(pods))
+        print(f"gpu2dra: {workload}", flush=True)
+        with watching(kube, namespace, "bench=pod") as watch:
+            before_server, before = server_histograms(kube), hook.snapshot()
+            answers = hook.answer_times()
+            latencies, result.errors = create_burst(
+                kube, namespace, [orjson.dumps(p) for p in pods]
+            )
+            fill_server_figures(result, before_server, kube)
+            fill_answer_times(result, delta(hook.answer_times(), answers))
+            calls, cpu = hook.snapshot()
+            result.gpu2dra_api_calls, result.gpu2dra_cpu_s = calls - before[0], cpu - before[1]
+            watch.wait(len(pods) - result.errors, 300)
+        fill_latencies(result, latencies)
+        result.templates = kube.count(
+            f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates"
+        )
+        results.append(result)
+        clean(kube, namespace)
+    return results
+
+
+# -- report ------------------------------------------------------------------------------------
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}"
+
+
+def table(results: list[Result]) -> str:
+    header = [
+        "setup",
+        "workload",
+        "create p50 ms",
+        "create p99 ms",
+        "apiserver POST pods p50 / p99 ms",
+        "webhook admission p50 / p99 ms",
+        "validating webhooks p50 / p99 ms",
+        "gpu2dra's own answer p50 / p99 ms",
+        "Job all bound s",
+        "gpu2dra API calls",
+        "gpu2dra CPU s",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for r in results:
+        server = (
+            f"{r.apiserver_create_p50} / {r.apiserver_create_p99}" if r.apiserver_create_p50 else ""
+        )
+        webhook = f"{r.webhook_p50} / {r.webhook_p99}" if r.webhook_p50 else ""
+        validating = "; ".join(
+            f"{name.split('.gpu2dra')[0]}: {q} ({r.webhook_calls.get(name, 0)} calls)"
+            for name, q in r.validating.items()
+        )
+        workload = r.workload
+        if r.achieved_rate is not None:
+            workload += f" ({r.pods} pods, {r.achieved_rate:.0f}/s sent)"
+        if r.templates is not None:
+            workload += f" ({r.templates} templates)"
+        bound = ""
+        if r.all_bound_s is not None:
+            bound = f"{r.all_bound_s:.1f} (created {r.all_created_s:.1f})"
+        cells = [
+            r.setup,
+            workload,
+            _ms(r.create_p50_ms),
+            _ms(r.create_p99_ms),
+            server,
+            webhook,
+            validating,
+            r.gpu2dra_own,
+            bound,
+            "" if r.gpu2dra_api_calls is None else f"{r.gpu2dra_api_calls:.0f}",
+            "" if r.gpu2dra_cpu_s is None else f"{r.gpu2dra_cpu_s:.2f}",
+        ]
+        if r.errors:
+            cells[2] += f" ({r.errors} errors)"
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def targets(results: list[Result]) -> list[str]:
+    def find(setup: str, workload: str) -> Result | None:
+        return next((r for r in results if r.setup == setup and r.workload == workload), None)
+
+    verdicts: list[str] = []
+    for r in results:
+        if r.setup != "gpu2dra" or not r.workload.startswith("create at"):
+            continue
+        plugin = find("device plugin", r.workload)
+        if not plugin or r.create_p50_ms is None or plugin.create_p50_ms is None:
+            continue
+        assert r.create_p99_ms is not None and plugin.create_p99_ms is not None
+        d50, d99 = r.create_p50_ms - plugin.create_p50_ms, r.create_p99_ms - plugin.create_p99_ms
+        ok = d50 <= TARGET_P50_MS and d99 <= TARGET_P99_MS
+        verdicts.append(
+            f"{'met' if ok else 'NOT met'}: {r.workload}, gpu2dra adds {d50:+.1f} ms at p50 "
+            f"(target <= {TARGET_P50_MS:g}) and {d99:+.1f} ms at p99 (target <= "
+            f"{TARGET_P99_MS:g}) to a pod create, against the device plugin"
+        )
+    job = next((r for r in results if r.setup == "gpu2dra" and r.all_bound_s), None)
+    for other in ("in-tree", "device plugin"):
+        theirs = next((r for r in results if r.setup == other and r.all_bound_s), None)
+        if job and theirs and job.all_bound_s and theirs.all_bound_s:
+            ratio = job.all_bound_s / theirs.all_bound_s - 1
+            verdicts.append(
+                f"{'met' if ratio <= TARGET_JOB else 'NOT met'}: {job.workload} all bound in "
+                f"{job.all_bound_s:.1f} s with gpu2dra, {theirs.all_bound_s:.1f} s on the "
+                f"{other} path ({ratio:+.0%}; target <= +{TARGET_JOB:.0%})"
+            )
+    return verdicts
+
+
+def recommendation(results: list[Result]) -> list[str]:
+    steady = next(
+        (r for r in results if r.setup == "gpu2dra" and r.workload.startswith("create at")), None
+    )
+    shapes = [r for r in results if r.workload.startswith("burst")]
+    if len(shapes) < 3 or steady is None:
+        return []
+    new, one, warm = shapes
+    lines = [
+        "First pods of new shapes (each waits for gpu2dra to create its template):",
+        f"- {new.workload}: p50 {_ms(new.create_p50_ms)} ms, p99 {_ms(new.create_p99_ms)} ms, "
+        f"max {_ms(new.create_max_ms)} ms; gpu2dra API calls {new.gpu2dra_api_calls:.0f}",
+        f"- {one.workload}: p50 {_ms(one.create_p50_ms)} ms, p99 {_ms(one.create_p99_ms)} ms, "
+        f"max {_ms(one.create_max_ms)} ms; gpu2dra API calls {one.gpu2dra_api_calls:.0f}",
+        f"- {warm.workload}: p50 {_ms(warm.create_p50_ms)} ms, p99 {_ms(warm.create_p99_ms)} "
+        f"ms, max {_ms(warm.create_max_ms)} ms",
+        f"- steady state ({steady.workload}): p50 {_ms(steady.create_p50_ms)} ms, p99 "
+        f"{_ms(steady.create_p99_ms)} ms",
+    ]
+    return lines
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--rates", default="50,200", help="pod creates per second, comma-separated")
+    parser.add_argument("--seconds", type=float, default=20, help="per rate")
+    parser.add_argument("--job-pods", type=int, default=1000, help="pods of the indexed Job")
+    parser.add_argument("--shapes", type=int, default=50, help="pods in each new-shape burst")
+    parser.add_argument("--workers", type=int, default=64, help="connections creating pods")
+    parser.add_argument(
+        "--client-qps",
+        default="1000,2000",
+        help="--kube-api-qps,--kube-api-burst of the controller-manager and the scheduler",
+    )
+    parser.add_argument(
+        "--setups", default=",".join(SETUPS), help="which, in this order, comma-separated"
+    )
+    parser.add_argument(
+        "--mutating-only",
+        action="store_true",
+        help="register only gpu2dra's mutating webhook, not the chart's validating ones",
+    )
+    parser.add_argument("--json", type=Path, default=Path("bench-e2e.json"), help="report file")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        help="keep the components' and gpu2dra's logs here (default: a temporary directory)",
+    )
+    args = parser.parse_args()
+    rates = [float(r) for r in args.rates.split(",") if r]
+    setups = [s.strip() for s in args.setups.split(",") if s.strip()]
+    unknown = set(setups) - set(SETUPS)
+    if unknown:
+        parser.error(f"unknown setups {sorted(unknown)}; known: {', '.join(SETUPS)}")
+    qps, burst = args.client_qps.split(",")
+    client_qps = (float(qps), int(burst))
+    opts = Options(rates, args.seconds, args.job_pods, args.shapes, args.workers)
+
+    release = releases()[0]
+    version = kubernetes_version(release)
+    most = max([*(round(r * args.seconds) for r in rates), args.job_pods, args.shapes, 20])
+    per_set = math.ceil(most / GPUS_PER_NODE)
+    loads = [load_average()]
+    results: list[Result] = []
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="gpu2dra-bench-e2e-") as tmp:
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        print(
+            f"control plane {version}, KCM and scheduler client QPS {qps}/burst {burst}", flush=True
+        )
+        with ControlPlane(release_bin_dir(release), work / "plane", client_qps=client_qps) as plane:
+            kube = Kube(plane)
+            kube.call("POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class(CLASS, "gpu"))
+            t0 = time.monotonic()
+            if "device plugin" in setups:
+                create_nodes(plane, "plugin", per_set, dra=False)
+            if {"gpu2dra", "in-tree"} & set(setups):
+                create_nodes(plane, "dra", per_set, dra=True)
+            print(
+                f"{per_set} nodes of {GPUS_PER_NODE} GPUs per node set in "
+                f"{time.monotonic() - t0:.0f} s",
+                flush=True,
+            )
+            for setup in setups:
+                namespace = "bench-" + setup.replace(" ", "-")
+                loads.append(load_average())
+                if setup == "device plugin":
+                    create_namespace(kube, namespace)
+                    results += run_setup(setup, kube, namespace, "plugin", opts, None)
+                elif setup == "in-tree":
+                    set_extended_resource_name(kube, GPU)
+                    time.sleep(2)  # the scheduler's informer
+                    create_namespace(kube, namespace)
+                    try:
+                        results += run_setup(setup, kube, namespace, "dra", opts, None)
+                    finally:
+                        set_extended_resource_name(kube, None)
+                else:
+                    api = plane.api_client()
+                    (work / "hook").mkdir(exist_ok=True)
+                    hook = Webhook(work / "hook", plane.kubeconfig, plane.helm)
+                    hook.start("--log-level", "warning")
+                    try:
+                        docs = hook.rendered("webhook.mutating.failurePolicy=Fail")
+                        if args.mutating_only:
+                            docs = [
+                                d for d in docs if d["kind"] != "ValidatingWebhookConfiguration"
+                            ]
+                        register(api, docs)
+                        create_namespace(kube, namespace)
+                        hook.set_mode(api, namespace, "enabled")
+                        counters = Gpu2dra(hook)
+                        results += run_setup(setup, kube, namespace, "dra", opts, counters)
+                        results += new_shapes(kube, api, counters, "dra", opts)
+                    finally:
+                        unregister(api)
+                        hook.stop()
+                        api.close()
+                loads.append(load_average())
+    took = time.time() - started
+
+    webhooks = "mutating webhook only" if args.mutating_only else "webhooks as the chart renders"
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
+    print(
+        f"\nKubernetes {version}, {per_set} nodes x {GPUS_PER_NODE} GPUs per node set, "
+        f"KCM/scheduler client QPS {qps}/{burst}, {os.cpu_count()} CPUs, {when}, {took:.0f} s, "
+        f"gpu2dra's {webhooks}; "
+        f"load average (1/5/15 min) at each setup's start and end: {'; '.join(loads)}\n"
+    )
+    print(table(results))
+    verdicts = targets(results)
+    advice = recommendation(results)
+    print()
+    for line in [*verdicts, "", *advice]:
+        print(line)
+    report = {
+        "kubernetes": version,
+        "started": when,
+        "seconds": round(took),
+        "cpus": os.cpu_count(),
+        "load_average": loads,
+        "nodes_per_set": per_set,
+        "gpus_per_node": GPUS_PER_NODE,
+        "client_qps": {"qps": client_qps[0], "burst": client_qps[1]},
+        "gpu2dra_webhooks": webhooks,
+        "options": asdict(opts),
+        "results": [asdict(r) for r in results],
+        "targets": verdicts,
+        "new_shapes": advice,
+    }
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nJSON: {args.json}")
+
+
+if __name__ == "__main__":
+    main()
