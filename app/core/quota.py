@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Policy
-from app.core.resources import legacy_devices, parse_count
+from app.core.resources import parse_count
 
 DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 CLAIM_COUNT = "count/resourceclaims.resource.k8s.io"
@@ -101,17 +101,6 @@ def unguarded(
             continue
         found.append(Unguarded(resource, device_class, limits))
     return tuple(found)
-
-
-def translated_uses(before: Obj, after: Obj, policy: Policy) -> tuple[Use, ...]:
-    """(resource, class) of every legacy resource the translation took off the pod."""
-    was, now = legacy_devices(before, policy), legacy_devices(after, policy)
-    uses = []
-    for resource, devices in was.items():
-        hit = policy.mapping_for(resource)
-        if hit is not None and devices > now.get(resource, 0):
-            uses.append((resource, hit[0].device_class))
-    return tuple(uses)
 
 
 def namespace_uses(quotas: Iterable[Quota], policy: Policy) -> tuple[Use, ...]:

@@ -35,6 +35,8 @@ class Translation(NamedTuple):
     warnings: tuple[str, ...]
     touched: tuple[Path, ...]  # what changed under the spec, for deriving a patch
     in_tree: str = ""  # why the pod is left to the in-tree extended-resource path, if it is
+    # (legacy resource, DeviceClass) of each claim it adds: what a GPU quota must also limit
+    uses: tuple[tuple[str, str], ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -49,6 +51,7 @@ class _Claim:
     name: str
     template: Obj  # the ResourceClaimTemplate it is made from
     resource: str  # the legacy resource it stands for
+    device_class: str
     devices: int
 
     @property
@@ -257,7 +260,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
                     continue
                 own_init.setdefault(lg.resource, []).append(str(container.get("name")))
             name = claim_name(str(container.get("name")), req.name, taken, salts)
-            claim = _Claim(name, req.template(), lg.resource, req.devices)
+            claim = _Claim(name, req.template(), lg.resource, req.device_class, req.devices)
             taken.add(claim.name)
             new_claims.append(claim)
             if field == "containers":
@@ -297,7 +300,11 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
         touched.append((key,))
     templates = {c.template_name: c.template for c in new_claims}
     return Translation(
-        new_spec, tuple(templates.values()), tuple(dict.fromkeys(warnings)), tuple(touched)
+        new_spec,
+        tuple(templates.values()),
+        tuple(dict.fromkeys(warnings)),
+        tuple(touched),
+        uses=tuple(sorted({(c.resource, c.device_class) for c in new_claims})),
     )
 
 

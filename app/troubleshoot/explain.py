@@ -9,29 +9,26 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 from app.core.catalog import Catalog
 from app.core.intree import native_classes
-from app.core.kube import Obj, dns_label
+from app.core.kube import Obj
 from app.core.policy import MODE_LABEL, Policy
-from app.core.quota import Quota, quota_warning, translated_uses, unguarded
-from app.core.resources import dra_requests, legacy_devices
+from app.core.quota import Quota, quota_warning, unguarded
+from app.core.resources import legacy_devices
 from app.core.skip import skip_reason
-from app.core.templates import TEMPLATE_PREFIX, describe_template
+from app.core.templates import TEMPLATE_PREFIX
 from app.core.translate import Translation, describe, translate
-from app.troubleshoot.allocation import Step, allocated_to, analyse_request
-from app.troubleshoot.cel.devices import devices_of
+from app.troubleshoot.allocation import Step
+from app.troubleshoot.claims import PodFacts, claim_steps, extended_steps, unreadable_step
 from app.troubleshoot.client import (
     RESOURCE,
-    Listed,
     Reader,
     ReadError,
     Unreachable,
     attempt,
-    cannot_read,
     connect,
 )
 from app.troubleshoot.registrations import (
@@ -39,24 +36,6 @@ from app.troubleshoot.registrations import (
     cluster_policy,
     registrations,
 )
-
-# What was read; a ReadError in place of what could not be (None: it does not exist).
-Found = Obj | ReadError | None
-
-
-@dataclass(frozen=True, slots=True)
-class PodFacts:
-    pod: Obj
-    namespace_labels: Mapping[str, str] | ReadError | None
-    device_classes: Listed
-    templates: dict[str, Found] = field(default_factory=dict)  # by name
-    claim_names: dict[str, str | None] = field(default_factory=dict)  # pod claim -> ResourceClaim
-    claims: dict[str, Found] = field(default_factory=dict)  # by ResourceClaim name
-    all_claims: Listed = field(default_factory=list)
-    slices: Listed = field(default_factory=list)
-    events: Listed = field(default_factory=list)
-    webhook_registered: bool | None = None  # None: could not tell
-    quotas: Listed = field(default_factory=list)  # the namespace's ResourceQuotas
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +48,6 @@ class Explanation:
 # ---- the pure part -----------------------------------------------------------------------
 
 
-def _unreadable(what: str, err: ReadError) -> Step:
-    return Step("WARN", cannot_read(err, what))
-
-
 def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> list[Step]:
     pod, spec = facts.pod, facts.pod.get("spec") or {}
     namespace = pod["metadata"].get("namespace", "")
@@ -80,7 +55,7 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
     notes = []
     if isinstance(facts.device_classes, ReadError):
         notes.append(
-            _unreadable("DeviceClasses (the policy's list stands in)", facts.device_classes)
+            unreadable_step("DeviceClasses (the policy's list stands in)", facts.device_classes)
         )
         catalog = Catalog.of(policy.device_classes)
     else:
@@ -88,11 +63,11 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
     native = native_classes(legacy, catalog)
     in_tree = len(native) == len(legacy)  # the scheduler serves every resource it asks for
     uses = "it is served in-tree" if in_tree else "it uses the device plugin"
-    more = _extended_steps(facts, native, legacy) if in_tree else []
+    more = extended_steps(facts, native, legacy) if in_tree else []
     if reason := skip_reason(pod, namespace, policy):
         return [*notes, Step("info", f"not translated ({asks}): {reason}; {uses}"), *more]
     if isinstance(facts.namespace_labels, ReadError):
-        return [_unreadable(f"namespace {namespace}, so its mode", facts.namespace_labels)]
+        return [unreadable_step(f"namespace {namespace}, so its mode", facts.namespace_labels)]
     mode = policy.mode_for(facts.namespace_labels)
     label = (facts.namespace_labels or {}).get(MODE_LABEL)
     where = f"label {MODE_LABEL}={label}" if label is not None else "no label: the default mode"
@@ -101,55 +76,11 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
         why = f"not translated ({asks}): gpu2dra leaves it to the in-tree path"
         return [*notes, Step("info", f"{why} ({translation.in_tree})"), *more]
     if mode != "disabled" and isinstance(facts.quotas, list):
-        moved = translated_uses(spec, translation.spec, policy)
+        moved = translation.uses
         if lifted := unguarded(moved, map(Quota.of, facts.quotas), catalog):
             warning = quota_warning(namespace, lifted)
             return [*notes, Step("info", f"not translated ({asks}): {warning}"), *more]
     return notes + _verdict(facts, asks, mode, where, translation, uses) + more
-
-
-def _extended_steps(
-    facts: PodFacts, native: dict[str, tuple[str, ...]], legacy: dict[str, int]
-) -> list[Step]:
-    """The in-tree path (KEP-5004): the claim the scheduler makes for the pod as it binds it,
-    recorded in status.extendedResourceClaimStatus, and its allocation."""
-    pod = facts.pod
-    namespace = pod["metadata"].get("namespace", "")
-    served = "; ".join(f"{r} by DeviceClass {', '.join(c)}" for r, c in native.items())
-    name = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get(
-        "resourceClaimName"
-    )
-    if not name:
-        if (pod.get("spec") or {}).get("nodeName"):
-            return [Step("info", f"bound without an extended resource claim ({served})")]
-        requests = [
-            {"name": dns_label(r), "exactly": {"deviceClassName": native[r][0], "count": n}}
-            for r, n in legacy.items()
-        ]
-        wanted: Obj = {"spec": {"devices": {"requests": requests}}}
-        return [
-            Step(
-                "info",
-                f"in-tree ({served}): the scheduler makes the pod's extended resource claim "
-                "when it binds the pod",
-            ),
-            *_devices_steps(facts, wanted, f"{namespace}/(extended resource claim)"),
-        ]
-    claim = facts.claims.get(name)
-    label = f"extended resource claim {name}"
-    if isinstance(claim, ReadError):
-        return [_unreadable(label, claim)]
-    if claim is None:
-        return [Step("FAIL", f"{label} not found")]
-    allocation = (claim.get("status") or {}).get("allocation")
-    if allocation:
-        results = (allocation.get("devices") or {}).get("results") or []
-        got = ", ".join(f"{r.get('pool')}/{r.get('device')}" for r in results)
-        return [Step("ok", f"{label} (made by the scheduler, {served}) allocated: {got}")]
-    return [
-        Step("FAIL", f"{label} is not allocated"),
-        *_devices_steps(facts, claim, f"{namespace}/{name}"),
-    ]
 
 
 def _verdict(
@@ -207,109 +138,6 @@ def _verdict(
     ]
 
 
-def _claim_steps(facts: PodFacts) -> list[Step]:
-    pod = facts.pod
-    namespace = pod["metadata"].get("namespace", "")
-    steps: list[Step] = []
-    for pod_claim in (pod.get("spec") or {}).get("resourceClaims") or []:
-        label = f"claim {pod_claim.get('name')}"
-        template_name = pod_claim.get("resourceClaimTemplateName")
-        if template_name:
-            template = facts.templates.get(template_name)
-            by = "gpu2dra's " if str(template_name).startswith(TEMPLATE_PREFIX) else ""
-            if isinstance(template, ReadError):
-                steps.append(_unreadable(f"{label}'s ResourceClaimTemplate", template))
-            elif template is None:
-                steps.append(
-                    Step(
-                        "FAIL",
-                        f"{label}: {by}ResourceClaimTemplate {namespace}/{template_name} is "
-                        "missing: no ResourceClaim can be made (FailedResourceClaimCreation)",
-                    )
-                )
-                continue
-            else:
-                steps.append(_template_step(label, by, str(template_name), template))
-        claim_name = pod_claim.get("resourceClaimName") or facts.claim_names.get(
-            str(pod_claim.get("name"))
-        )
-        if not claim_name and (refused := _over_quota(facts, str(pod_claim.get("name")))):
-            steps.append(
-                Step(
-                    "FAIL",
-                    f"{label}: no ResourceClaim: the namespace's ResourceQuota refuses it "
-                    f"({refused}); the pod waits until the quota has room",
-                    ("delete other pods' claims in the namespace, or raise the quota",),
-                )
-            )
-            continue
-        if not claim_name:
-            steps.append(
-                Step(
-                    "FAIL",
-                    f"{label}: no ResourceClaim created yet (the resourceclaim controller in "
-                    "kube-controller-manager creates it from the template)",
-                )
-            )
-            continue
-        claim = facts.claims.get(claim_name)
-        if isinstance(claim, ReadError):
-            steps.append(_unreadable(f"{label}'s ResourceClaim {claim_name}", claim))
-            continue
-        if claim is None:
-            steps.append(Step("FAIL", f"{label}: ResourceClaim {namespace}/{claim_name} not found"))
-            continue
-        allocation = (claim.get("status") or {}).get("allocation")
-        if allocation:
-            results = (allocation.get("devices") or {}).get("results") or []
-            got = ", ".join(f"{r.get('pool')}/{r.get('device')}" for r in results)
-            steps.append(Step("ok", f"{label}: ResourceClaim {claim_name} allocated: {got}"))
-            continue
-        steps.append(Step("FAIL", f"{label}: ResourceClaim {claim_name} is not allocated"))
-        steps += _devices_steps(facts, claim, f"{namespace}/{claim_name}")
-        constraints = (claim.get("spec") or {}).get("devices", {}).get("constraints")
-        if constraints:
-            steps.append(Step("info", f"{label}: its constraints ({constraints}) are not checked"))
-    return steps
-
-
-def _over_quota(facts: PodFacts, pod_claim: str) -> str | None:
-    """`exceeded quota: q, requested: ..., used: ..., limited: ...` from the resourceclaim
-    controller's latest event refusing the claim, if any."""
-    events = facts.events if isinstance(facts.events, list) else []
-    for event in sorted(events, key=lambda e: str(e.get("lastTimestamp") or ""), reverse=True):
-        message = str(event.get("message") or "")
-        if (
-            event.get("reason") == "FailedResourceClaimCreation"
-            and f"PodResourceClaim {pod_claim}:" in message
-            and "exceeded quota: " in message
-        ):
-            return message[message.index("exceeded quota: ") :]
-    return None
-
-
-def _template_step(label: str, by: str, name: str, template: Obj) -> Step:
-    wants = describe_template(template)
-    return Step("ok", f"{label}: {by}ResourceClaimTemplate {name} exists ({wants})")
-
-
-def _devices_steps(facts: PodFacts, claim: Obj, key: str) -> list[Step]:
-    """Each request of an unallocated claim against the devices, when all of them were read."""
-    classes, slices, claims = facts.device_classes, facts.slices, facts.all_claims
-    if isinstance(classes, ReadError):
-        return [_unreadable("DeviceClasses, so no device is checked", classes)]
-    if isinstance(slices, ReadError):
-        return [_unreadable("ResourceSlices, so no device is checked", slices)]
-    if isinstance(claims, ReadError):
-        return [_unreadable("all ResourceClaims, so no device is checked", claims)]
-    by_name = {c["metadata"]["name"]: c for c in classes}
-    owners, devices = allocated_to(claims), devices_of(slices)
-    return [
-        analyse_request(request, key, by_name, devices, owners)
-        for request in dra_requests(claim.get("spec"))
-    ]
-
-
 def _schedule_step(pod: Obj) -> Step:
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     if spec.get("nodeName"):
@@ -350,14 +178,14 @@ def explain(facts: PodFacts, policy: Policy) -> Explanation:
         ]
         if ours:
             steps.append(Step("ok", f"translated by gpu2dra: claim(s) {', '.join(ours)}"))
-        steps += _claim_steps(facts)
+        steps += claim_steps(facts)
     refused = any("ResourceQuota refuses it" in s.text for s in steps)
     if refused and not spec.get("nodeName"):
         steps.append(Step("FAIL", "not scheduled: the scheduler waits until its claims exist"))
     else:
         steps.append(_schedule_step(pod))
     if isinstance(facts.events, ReadError):
-        steps.append(_unreadable("the pod's events", facts.events))
+        steps.append(unreadable_step("the pod's events", facts.events))
     events = sorted(
         facts.events if isinstance(facts.events, list) else [],
         key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""),

@@ -17,7 +17,7 @@ import orjson
 from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Mode, Policy
-from app.core.quota import Use, quota_warning, translated_uses, unguarded
+from app.core.quota import Use, quota_warning, unguarded
 from app.core.resources import asks_extended_resources
 from app.core.skip import skip_reason
 from app.core.translate import Path, Translation, describe, translate
@@ -154,7 +154,7 @@ class Mutator:
             why = "the pod spec holds a value JSON cannot carry; pod left as is"
             return Outcome(catalog, (*t.warnings, why), (), "", str)
         summary = functools.cache(functools.partial(describe, spec, t))
-        uses = translated_uses(spec, t.spec, self.policy)
+        uses = t.uses
         return Outcome(catalog, t.warnings, t.templates, patch, summary, uses)
 
     @staticmethod

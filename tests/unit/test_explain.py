@@ -9,8 +9,9 @@ from app.core.policy import load_policy
 from app.core.resources import DraRequest
 from app.troubleshoot.allocation import analyse_request
 from app.troubleshoot.cel.devices import Device, devices_of
+from app.troubleshoot.claims import PodFacts
 from app.troubleshoot.client import ReadError
-from app.troubleshoot.explain import PodFacts, explain
+from app.troubleshoot.explain import explain
 from tests.e2e.fixtures import device_class, gpu_devices, gpu_resource_slice
 
 Obj = dict[str, Any]

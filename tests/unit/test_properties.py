@@ -23,7 +23,8 @@ from app.core.policy import DEFAULT_POLICY_YAML, MODE_LABEL, Policy, load_policy
 from app.core.resources import legacy_devices, parse_count
 from app.core.translate import Translation, translate
 from app.manifests.podspecs import is_pod_spec
-from app.troubleshoot.explain import PodFacts, explain
+from app.troubleshoot.claims import PodFacts
+from app.troubleshoot.explain import explain
 from app.troubleshoot.report import workload_of
 from app.webhook.mutate import patch_ops
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from app.core.catalog import Catalog
 from app.core.policy import Policy, load_policy
-from app.core.quota import Quota, mirror, namespace_uses, translated_uses, unguarded
+from app.core.quota import Quota, mirror, namespace_uses, unguarded
 from app.core.resources import legacy_devices
 from app.core.translate import translate
 from app.webhook.mutate import Mutator
@@ -113,11 +113,8 @@ def test_uses_are_what_the_translation_took_off(policy: Policy) -> None:
         ]
     }
     t = translate(spec, policy, PLAIN)
-    assert translated_uses(spec, t.spec, policy) == (
-        (GPU, "gpu.nvidia.com"),
-        (MIG, "mig.nvidia.com"),
-    )
-    assert translated_uses(spec, spec, policy) == ()
+    assert t.uses == ((GPU, "gpu.nvidia.com"), (MIG, "mig.nvidia.com"))
+    assert translate({"containers": [container("c", {GPU: 1}, {GPU: 2})]}, policy, PLAIN).uses == ()
 
 
 def test_namespace_uses_are_the_limited_mapped_resources(policy: Policy) -> None:

@@ -1,0 +1,184 @@
+"""A pod's claims, step by step, for `gpu2dra explain`: gpu2dra's templates and the claims
+made from them, the in-tree path's extended resource claim, their allocation (device by
+device) and a claim refused over quota."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from app.core.kube import Obj, dns_label
+from app.core.resources import dra_requests
+from app.core.templates import TEMPLATE_PREFIX, describe_template
+from app.troubleshoot.allocation import Step, allocated_to, analyse_request
+from app.troubleshoot.cel.devices import devices_of
+from app.troubleshoot.client import Listed, ReadError, cannot_read
+
+# What was read; a ReadError in place of what could not be (None: it does not exist).
+Found = Obj | ReadError | None
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    pod: Obj
+    namespace_labels: Mapping[str, str] | ReadError | None
+    device_classes: Listed
+    templates: dict[str, Found] = field(default_factory=dict)  # by name
+    claim_names: dict[str, str | None] = field(default_factory=dict)  # pod claim -> ResourceClaim
+    claims: dict[str, Found] = field(default_factory=dict)  # by ResourceClaim name
+    all_claims: Listed = field(default_factory=list)
+    slices: Listed = field(default_factory=list)
+    events: Listed = field(default_factory=list)
+    webhook_registered: bool | None = None  # None: could not tell
+    quotas: Listed = field(default_factory=list)  # the namespace's ResourceQuotas
+
+
+def unreadable_step(what: str, err: ReadError) -> Step:
+    return Step("WARN", cannot_read(err, what))
+
+
+def extended_steps(
+    facts: PodFacts, native: dict[str, tuple[str, ...]], legacy: dict[str, int]
+) -> list[Step]:
+    """The in-tree path (KEP-5004): the claim the scheduler makes for the pod as it binds it,
+    recorded in status.extendedResourceClaimStatus, and its allocation."""
+    pod = facts.pod
+    namespace = pod["metadata"].get("namespace", "")
+    served = "; ".join(f"{r} by DeviceClass {', '.join(c)}" for r, c in native.items())
+    name = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get(
+        "resourceClaimName"
+    )
+    if not name:
+        if (pod.get("spec") or {}).get("nodeName"):
+            return [Step("info", f"bound without an extended resource claim ({served})")]
+        requests = [
+            {"name": dns_label(r), "exactly": {"deviceClassName": native[r][0], "count": n}}
+            for r, n in legacy.items()
+        ]
+        wanted: Obj = {"spec": {"devices": {"requests": requests}}}
+        return [
+            Step(
+                "info",
+                f"in-tree ({served}): the scheduler makes the pod's extended resource claim "
+                "when it binds the pod",
+            ),
+            *_devices_steps(facts, wanted, f"{namespace}/(extended resource claim)"),
+        ]
+    claim = facts.claims.get(name)
+    label = f"extended resource claim {name}"
+    if isinstance(claim, ReadError):
+        return [unreadable_step(label, claim)]
+    if claim is None:
+        return [Step("FAIL", f"{label} not found")]
+    allocation = (claim.get("status") or {}).get("allocation")
+    if allocation:
+        results = (allocation.get("devices") or {}).get("results") or []
+        got = ", ".join(f"{r.get('pool')}/{r.get('device')}" for r in results)
+        return [Step("ok", f"{label} (made by the scheduler, {served}) allocated: {got}")]
+    return [
+        Step("FAIL", f"{label} is not allocated"),
+        *_devices_steps(facts, claim, f"{namespace}/{name}"),
+    ]
+
+
+def claim_steps(facts: PodFacts) -> list[Step]:
+    pod = facts.pod
+    namespace = pod["metadata"].get("namespace", "")
+    steps: list[Step] = []
+    for pod_claim in (pod.get("spec") or {}).get("resourceClaims") or []:
+        label = f"claim {pod_claim.get('name')}"
+        template_name = pod_claim.get("resourceClaimTemplateName")
+        if template_name:
+            template = facts.templates.get(template_name)
+            by = "gpu2dra's " if str(template_name).startswith(TEMPLATE_PREFIX) else ""
+            if isinstance(template, ReadError):
+                steps.append(unreadable_step(f"{label}'s ResourceClaimTemplate", template))
+            elif template is None:
+                steps.append(
+                    Step(
+                        "FAIL",
+                        f"{label}: {by}ResourceClaimTemplate {namespace}/{template_name} is "
+                        "missing: no ResourceClaim can be made (FailedResourceClaimCreation)",
+                    )
+                )
+                continue
+            else:
+                steps.append(_template_step(label, by, str(template_name), template))
+        claim_name = pod_claim.get("resourceClaimName") or facts.claim_names.get(
+            str(pod_claim.get("name"))
+        )
+        if not claim_name and (refused := _over_quota(facts, str(pod_claim.get("name")))):
+            steps.append(
+                Step(
+                    "FAIL",
+                    f"{label}: no ResourceClaim: the namespace's ResourceQuota refuses it "
+                    f"({refused}); the pod waits until the quota has room",
+                    ("delete other pods' claims in the namespace, or raise the quota",),
+                )
+            )
+            continue
+        if not claim_name:
+            steps.append(
+                Step(
+                    "FAIL",
+                    f"{label}: no ResourceClaim created yet (the resourceclaim controller in "
+                    "kube-controller-manager creates it from the template)",
+                )
+            )
+            continue
+        claim = facts.claims.get(claim_name)
+        if isinstance(claim, ReadError):
+            steps.append(unreadable_step(f"{label}'s ResourceClaim {claim_name}", claim))
+            continue
+        if claim is None:
+            steps.append(Step("FAIL", f"{label}: ResourceClaim {namespace}/{claim_name} not found"))
+            continue
+        allocation = (claim.get("status") or {}).get("allocation")
+        if allocation:
+            results = (allocation.get("devices") or {}).get("results") or []
+            got = ", ".join(f"{r.get('pool')}/{r.get('device')}" for r in results)
+            steps.append(Step("ok", f"{label}: ResourceClaim {claim_name} allocated: {got}"))
+            continue
+        steps.append(Step("FAIL", f"{label}: ResourceClaim {claim_name} is not allocated"))
+        steps += _devices_steps(facts, claim, f"{namespace}/{claim_name}")
+        constraints = (claim.get("spec") or {}).get("devices", {}).get("constraints")
+        if constraints:
+            steps.append(Step("info", f"{label}: its constraints ({constraints}) are not checked"))
+    return steps
+
+
+def _over_quota(facts: PodFacts, pod_claim: str) -> str | None:
+    """`exceeded quota: q, requested: ..., used: ..., limited: ...` from the resourceclaim
+    controller's latest event refusing the claim, if any."""
+    events = facts.events if isinstance(facts.events, list) else []
+    for event in sorted(events, key=lambda e: str(e.get("lastTimestamp") or ""), reverse=True):
+        message = str(event.get("message") or "")
+        if (
+            event.get("reason") == "FailedResourceClaimCreation"
+            and f"PodResourceClaim {pod_claim}:" in message
+            and "exceeded quota: " in message
+        ):
+            return message[message.index("exceeded quota: ") :]
+    return None
+
+
+def _template_step(label: str, by: str, name: str, template: Obj) -> Step:
+    wants = describe_template(template)
+    return Step("ok", f"{label}: {by}ResourceClaimTemplate {name} exists ({wants})")
+
+
+def _devices_steps(facts: PodFacts, claim: Obj, key: str) -> list[Step]:
+    """Each request of an unallocated claim against the devices, when all of them were read."""
+    classes, slices, claims = facts.device_classes, facts.slices, facts.all_claims
+    if isinstance(classes, ReadError):
+        return [unreadable_step("DeviceClasses, so no device is checked", classes)]
+    if isinstance(slices, ReadError):
+        return [unreadable_step("ResourceSlices, so no device is checked", slices)]
+    if isinstance(claims, ReadError):
+        return [unreadable_step("all ResourceClaims, so no device is checked", claims)]
+    by_name = {c["metadata"]["name"]: c for c in classes}
+    owners, devices = allocated_to(claims), devices_of(slices)
+    return [
+        analyse_request(request, key, by_name, devices, owners)
+        for request in dra_requests(claim.get("spec"))
+    ]
