@@ -80,7 +80,7 @@ def real_node(
     apiserver = client.VersionApi(api_client).get_code().git_version
     problem = skew_problem(kubelet_version(bin_dir), apiserver)
     if problem:
-        pytest.skip(f"no real node on this control plane: {problem}")
+        missing(f"no real node on this control plane: {problem}")  # fails in CI
     failed_before = request.session.testsfailed
     node = RealNode(
         bin_dir,
