@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from app.core.catalog import Catalog
@@ -310,13 +310,17 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
 
 def _as_mig(legacy: Legacy, mapping: ResourceMapping, profile: str) -> Legacy:
     """Whole-GPU requests as requests of the MIG mapping: on a MIG single-strategy node the
-    device plugin's nvidia.com/gpu is one MIG device of `profile`."""
+    device plugin's nvidia.com/gpu is one MIG device of `profile` (its `.shared` replicas,
+    shared MIG devices: without a sharing of its own, the MIG mapping takes theirs)."""
     selectors = tuple(s.replace("{profile}", profile) for s in mapping.selectors)
     return {
         where: (
             container,
             [
-                lg._replace(mapping=mapping, selectors=selectors)
+                lg._replace(
+                    mapping=replace(mapping, sharing=mapping.sharing or lg.mapping.sharing),
+                    selectors=selectors,
+                )
                 if lg.mapping.node_labels == "gpu"
                 else lg
                 for lg in found

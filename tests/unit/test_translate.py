@@ -1090,3 +1090,21 @@ def _default_raw() -> dict[str, Any]:
     raw: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_YAML)
     assert load_policy(None) == parse_policy(raw)
     return raw
+
+
+def test_shared_replicas_on_a_mig_single_node_keep_their_sharing(catalog: Catalog) -> None:
+    # nvidia.com/gpu.shared there is a time-sliced MIG device: the MIG mapping, which has no
+    # sharing of its own, takes the .shared mapping's
+    raw = _default_raw()
+    raw["mappings"]["nvidia.com/gpu.shared"] = {"deviceClassName": GPU, "sharing": "TimeSlicing"}
+    spec = {
+        "nodeSelector": {PRODUCT: A100_1G5},
+        "containers": [container("c", {"nvidia.com/gpu.shared": 1})],
+    }
+    result = translate(spec, parse_policy(raw), catalog)
+    (template,) = result.templates
+    (config,) = template["spec"]["spec"]["devices"]["config"]
+    assert config["opaque"]["parameters"]["kind"] == "MigDeviceConfig"
+    assert config["opaque"]["parameters"]["sharing"]["strategy"] == "TimeSlicing"
+    assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == MIG
+    assert any("shared by TimeSlicing" in w for w in result.warnings)
