@@ -20,7 +20,16 @@ ASGISend = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _JSON = [(b"content-type", b"application/json")]
 _TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 # Every result an endpoint counts in gpu2dra_requests_total (the README's metrics table).
-RESULTS = ("patched", "audit", "allowed", "denied", "quota", "bad-request", "too-large")
+RESULTS = (
+    "patched",
+    "audit",
+    "allowed",
+    "denied",
+    "quota",
+    "reapplied",
+    "bad-request",
+    "too-large",
+)
 _TRANSLATED = {"patched": "enabled", "audit": "audit"}
 
 

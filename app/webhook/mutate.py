@@ -16,44 +16,31 @@ import orjson
 
 from app.core.catalog import Catalog
 from app.core.kube import Obj
+from app.core.patch import (
+    ANNOTATIONS_LIMIT,
+    RECORD_ANNOTATION,
+    annotations_size,
+    patch_ops,
+    record,
+    record_ops,
+    revert_ops,
+)
 from app.core.policy import Mode, Policy
 from app.core.quota import Use, quota_warning, unguarded
 from app.core.resources import asks_extended_resources
 from app.core.skip import skip_reason
-from app.core.translate import Path, Translation, describe, translate
-from app.webhook.reviews import AdmissionRequest, allowed, encode_patch, namespace_of, patched
+from app.core.translate import describe, translate
+from app.webhook.reviews import (
+    AdmissionRequest,
+    AdmissionResponse,
+    allowed,
+    encode_patch,
+    namespace_of,
+    patched,
+)
 from app.webhook.view import ClusterView, Decision, TemplateError, Verdict, allow, deny
 
 AUDIT_ANNOTATION = "gpu2dra.io/would-translate"
-
-
-_MISSING: Any = object()
-
-
-def _at(obj: Any, path: Path) -> Any:
-    for step in path:
-        try:
-            obj = obj[step]
-        except (KeyError, IndexError, TypeError):
-            return _MISSING
-    return obj
-
-
-def _pointer(path: Path) -> str:
-    return "/spec/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path)
-
-
-def patch_ops(spec: Obj, translation: Translation) -> list[Obj]:
-    """JSON patch for the subtrees the translation replaced: no whole-pod diff."""
-    ops: list[Obj] = []
-    for path in translation.touched:
-        old, new = _at(spec, path), _at(translation.spec, path)
-        if new is _MISSING:
-            ops.append({"op": "remove", "path": _pointer(path)})
-        else:
-            op = "add" if old is _MISSING else "replace"
-            ops.append({"op": op, "path": _pointer(path), "value": new})
-    return ops
 
 
 MEMO_SIZE = 1024  # pod shapes remembered: a cluster runs far fewer distinct GPU workloads
@@ -80,11 +67,17 @@ class Outcome(NamedTuple):
     catalog: Catalog  # the one it was computed with: a new catalog can change it
     warnings: tuple[str, ...]
     templates: tuple[Obj, ...]
-    patch: str  # base64 JSON patch of the touched subtrees; "" when nothing changes
+    # base64 JSON patches of the touched subtrees and the record of what they held, for a
+    # pod with an annotations map and for one without; "" when nothing changes
+    patch: str
+    bare_patch: str
     # What the patch does, in words: audit mode's; worked out once, when first asked for.
     summary: Callable[[], str]
     uses: tuple[Use, ...] = ()  # (legacy resource, DeviceClass) the patch moves to DRA
     in_tree: str = ""  # why the in-tree extended-resource path serves it instead
+    record_size: int = 0  # bytes the record adds to the pod's annotations
+    # the patch without the record, for a pod whose annotations have no room for it
+    unrecorded: Callable[[], str] = str
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +90,11 @@ class Mutator:
         uid = request["uid"]
         if request["kind"].get("kind") != "Pod" or request.get("subResource"):
             return allow(uid)
-        if request["operation"] != "CREATE":
-            return allow(uid)  # pod claims are immutable after CREATE
+        operation = request["operation"]
+        if operation == "UPDATE":
+            return reapplied(request)
+        if operation != "CREATE":
+            return allow(uid)
         pod = request.get("object") or {}
         namespace = namespace_of(request, pod)
         if skip_reason(pod, namespace, self.policy):
@@ -124,7 +120,7 @@ class Mutator:
             warnings = [f"gpu2dra audit: would {summary}", *outcome.warnings]
             annotations = {AUDIT_ANNOTATION: summary[:2000]}
             return Verdict("audit", allowed(uid, warnings, auditAnnotations=annotations))
-        answer = Verdict("patched", patched(uid, outcome.patch, outcome.warnings))
+        answer = Verdict("patched", recorded(uid, pod, outcome))
         if request.get("dryRun") or cluster.has_templates(namespace, outcome.templates):
             return answer
         return self._after_templates(answer, namespace, outcome, cluster)
@@ -147,15 +143,23 @@ class Mutator:
     def _translate(self, spec: Obj, catalog: Catalog) -> Outcome:
         t = translate(spec, self.policy, catalog)
         if not t.changed:
-            return Outcome(catalog, t.warnings, t.templates, "", str, in_tree=t.in_tree)
+            return Outcome(catalog, t.warnings, t.templates, "", "", str, in_tree=t.in_tree)
         try:
-            patch = encode_patch(patch_ops(spec, t))
+            ops, value = patch_ops(spec, t), record(spec, t.touched)
         except TypeError:  # orjson's: only a spec not read from JSON can hold such a value
             why = "the pod spec holds a value JSON cannot carry; pod left as is"
-            return Outcome(catalog, (*t.warnings, why), (), "", str)
-        summary = functools.cache(functools.partial(describe, spec, t))
-        uses = t.uses
-        return Outcome(catalog, t.warnings, t.templates, patch, summary, uses)
+            return Outcome(catalog, (*t.warnings, why), (), "", "", str)
+        return Outcome(
+            catalog,
+            t.warnings,
+            t.templates,
+            encode_patch([*ops, *record_ops(value, annotated=True)]),
+            encode_patch([*ops, *record_ops(value, annotated=False)]),
+            functools.cache(functools.partial(describe, spec, t)),
+            t.uses,
+            record_size=len(RECORD_ANNOTATION) + len(value.encode()),
+            unrecorded=functools.cache(functools.partial(encode_patch, ops)),
+        )
 
     @staticmethod
     def kept_under_quota(uid: str, mode: Mode, warning: str) -> Verdict:
@@ -180,3 +184,33 @@ class Mutator:
         if self.policy.on_error == "deny":
             return deny(uid, f"gpu2dra {why}", code=503, warnings=warnings)
         return allow(uid, [f"gpu2dra {why}; pod admitted unchanged", *warnings])
+
+
+def recorded(uid: str, pod: Obj, outcome: Outcome) -> AdmissionResponse:
+    """The shape's patch for this pod, which records what it replaces in an annotation unless
+    the pod's annotations leave no room for it."""
+    metadata = pod.get("metadata")
+    if not isinstance(metadata, dict):  # never from the API server: nowhere to record
+        return patched(uid, outcome.unrecorded(), outcome.warnings)
+    annotations = metadata.get("annotations")
+    if annotations is None:
+        return patched(uid, outcome.bare_patch, outcome.warnings)
+    if not isinstance(annotations, dict):  # the API server refuses it anyway
+        return patched(uid, outcome.unrecorded(), outcome.warnings)
+    if annotations_size(annotations) + outcome.record_size <= ANNOTATIONS_LIMIT:
+        return patched(uid, outcome.patch, outcome.warnings)
+    why = (
+        f"the pod's annotations leave no room for {RECORD_ANNOTATION}: "
+        "re-applying its manifest will be refused"
+    )
+    return patched(uid, outcome.unrecorded(), [*outcome.warnings, why])
+
+
+def reapplied(request: AdmissionRequest) -> Verdict:
+    """An UPDATE of a translated pod that only brings back what gpu2dra replaced (its
+    manifest applied again) is patched back to the live pod: a no-op, not a refused change."""
+    uid = request["uid"]
+    old, new = request.get("oldObject"), request.get("object")
+    if isinstance(old, dict) and isinstance(new, dict) and (ops := revert_ops(old, new)):
+        return Verdict("reapplied", patched(uid, encode_patch(ops)))
+    return allow(uid)

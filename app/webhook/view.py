@@ -49,8 +49,9 @@ class ClusterView(Protocol):
         it could not be read."""
 
 
-# "quota": left on the device plugin, because translating would lift a GPU quota.
-Result = Literal["patched", "audit", "allowed", "denied", "quota"]
+# "quota": left on the device plugin, because translating would lift a GPU quota;
+# "reapplied": an update that re-added what gpu2dra replaced, patched back to a no-op.
+Result = Literal["patched", "audit", "allowed", "denied", "quota", "reapplied"]
 
 
 class Verdict(NamedTuple):

@@ -22,10 +22,10 @@ from typing import Any
 import jsonpatch
 
 from app.core.catalog import Catalog
+from app.core.patch import patch_ops
 from app.core.policy import load_policy
 from app.core.templates import _template
 from app.core.translate import translate
-from app.webhook.mutate import patch_ops
 
 TARGET_US = 50.0
 

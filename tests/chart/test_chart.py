@@ -14,6 +14,7 @@ import pytest
 import yaml
 from cryptography import x509
 
+from app.core.patch import RECORD_ANNOTATION
 from app.core.policy import load_policy, parse_policy
 from tests.chart import k8s_schema
 from tests.chart.crds import ValidationError, is_custom, validate_custom
@@ -197,7 +198,7 @@ def test_mutating_webhook_settings(helm: Path) -> None:
     assert hook["timeoutSeconds"] == 5
     assert hook["rules"] == [
         {
-            "operations": ["CREATE"],
+            "operations": ["CREATE", "UPDATE"],
             "apiGroups": [""],
             "apiVersions": ["v1"],
             "resources": ["pods"],
@@ -212,8 +213,10 @@ def test_mutating_webhook_settings(helm: Path) -> None:
             "values": ["kube-system", "gpu2dra-system"],
         },
     ]
-    (condition,) = hook["matchConditions"]
-    assert "'nvidia.com/gpu', 'nvidia.com/mig-'" in condition["expression"]
+    gpus, updates = hook["matchConditions"]
+    assert "'nvidia.com/gpu', 'nvidia.com/mig-'" in gpus["expression"]
+    # an UPDATE reaches gpu2dra only for a pod that carries its record
+    assert f"'{RECORD_ANNOTATION}' in oldObject.metadata.annotations" in updates["expression"]
 
 
 def test_default_mode_widens_the_selector(helm: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 
 from app.core.catalog import Catalog
+from app.core.patch import patch_ops
 from app.core.policy import Policy, load_policy, parse_policy
 from app.core.resources import DraRequest, dra_requests
 from app.core.translate import translate
@@ -21,7 +22,6 @@ from app.webhook.mutate import (
     AUDIT_ANNOTATION,
     MEMO_SIZE,
     Mutator,
-    patch_ops,
 )
 from app.webhook.reviews import AdmissionRequest, AdmissionResponse
 from app.webhook.validate import validate
@@ -154,7 +154,7 @@ def test_dry_run_patches_but_creates_nothing(mutate: Mutator) -> None:
 @pytest.mark.parametrize(
     ("req", "why"),
     [
-        (request(pod(), operation="UPDATE"), "claims are immutable after create"),
+        (request(pod(), operation="UPDATE"), "an update of a pod gpu2dra did not translate"),
         (request(pod(), namespace="kube-system"), "kube-system"),
         (request(pod(annotations={"gpu2dra.io/skip": "true"})), "opted out"),
         (request(pod(annotations={"kubernetes.io/config.mirror": "x"})), "mirror pod"),
@@ -352,8 +352,11 @@ def test_a_remembered_outcome_is_the_fresh_one(spec: Obj, other: Obj) -> None:
     memo.outcome(spec, catalog)
     for later in (_replica(spec, 1), other):
         kept, fresh = memo.outcome(later, catalog), Mutator(policy).outcome(later, catalog)
-        assert kept._replace(summary=str) == fresh._replace(summary=str)
+        assert kept._replace(summary=str, unrecorded=str) == fresh._replace(
+            summary=str, unrecorded=str
+        )
         assert kept.summary() == fresh.summary()
+        assert kept.unrecorded() == fresh.unrecorded()
 
 
 def test_replicas_share_one_outcome(policy: Policy, catalog: Catalog) -> None:

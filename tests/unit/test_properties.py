@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from app.core.catalog import Catalog
 from app.core.kube import is_dns_label
 from app.core.names import request_name
+from app.core.patch import patch_ops
 from app.core.policy import DEFAULT_POLICY_YAML, MODE_LABEL, Policy, load_policy, parse_policy
 from app.core.resources import legacy_devices, parse_count
 from app.core.translate import Translation, translate
@@ -26,7 +27,6 @@ from app.manifests.podspecs import is_pod_spec
 from app.troubleshoot.claims import PodFacts
 from app.troubleshoot.explain import explain
 from app.troubleshoot.report import workload_of
-from app.webhook.mutate import patch_ops
 
 Obj = dict[str, Any]
 

@@ -1,0 +1,157 @@
+"""A translated pod records what it replaced; applying its manifest again is a no-op."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+from collections.abc import Coroutine
+from typing import Any
+
+import jsonpatch
+import orjson
+import pytest
+
+from app.core.patch import ANNOTATIONS_LIMIT, RECORD_ANNOTATION, revert_ops
+from app.core.policy import Policy
+from app.webhook.mutate import Mutator
+from app.webhook.reviews import AdmissionResponse
+from app.webhook.view import Decision
+from tests.unit.fake import FakeCluster
+from tests.unit.pods import container, gpu
+
+Obj = dict[str, Any]
+MANIFEST: Obj = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "train", "namespace": "ml", "annotations": {"team": "ml"}},
+    "spec": {
+        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "zone": "a"},
+        "containers": [container("c", {**gpu(2), "cpu": "1"})],
+    },
+}
+
+
+@pytest.fixture
+def mutate(policy: Policy) -> Mutator:
+    return Mutator(policy)
+
+
+def request(obj: Obj, operation: str = "CREATE", **extra: Any) -> Any:
+    kind = {"group": "", "version": "v1", "kind": "Pod"}
+    return {"uid": "u", "kind": kind, "operation": operation, "object": obj, **extra}
+
+
+def run(decision: Decision) -> AdmissionResponse:
+    verdict = asyncio.run(decision) if isinstance(decision, Coroutine) else decision
+    return verdict.response
+
+
+def apply(obj: Obj, response: AdmissionResponse) -> Obj:
+    ops = orjson.loads(base64.b64decode(response["patch"]))
+    return jsonpatch.apply_patch(obj, ops)  # type: ignore[no-any-return]
+
+
+def enabled() -> FakeCluster:
+    return FakeCluster(labels={"ml": {"gpu2dra.io/migration": "enabled"}})
+
+
+def created(mutate: Mutator, manifest: Obj = MANIFEST) -> Obj:
+    """The pod as the API server stores it after gpu2dra's patch."""
+    response = run(mutate(request(copy.deepcopy(manifest)), enabled()))
+    return apply(copy.deepcopy(manifest), response)
+
+
+def merge(live: Any, applied: Any) -> Any:
+    """What kubectl's client-side apply sends back: the manifest's fields over the live pod."""
+    if isinstance(live, dict) and isinstance(applied, dict):
+        return {**live, **{k: merge(live.get(k), v) for k, v in applied.items()}}
+    if isinstance(live, list) and all(isinstance(i, dict) and "name" in i for i in applied):
+        named = {i["name"]: i for i in live}  # containers: merged by name
+        return [merge(named.get(i["name"]), i) for i in applied]
+    return applied
+
+
+def update(mutate: Mutator, live: Obj, new: Obj) -> Obj:
+    """The object the API server stores after gpu2dra answers the UPDATE."""
+    response = run(mutate(request(copy.deepcopy(new), "UPDATE", oldObject=live), FakeCluster()))
+    return apply(copy.deepcopy(new), response) if "patch" in response else new
+
+
+def test_the_pod_records_what_the_patch_replaced(mutate: Mutator) -> None:
+    pod = created(mutate)
+    recorded = orjson.loads(pod["metadata"]["annotations"][RECORD_ANNOTATION])
+    assert recorded == {
+        "/spec/containers/0/resources": MANIFEST["spec"]["containers"][0]["resources"],
+        "/spec/resourceClaims": None,
+        "/spec/nodeSelector": MANIFEST["spec"]["nodeSelector"],
+    }
+    assert pod["metadata"]["annotations"]["team"] == "ml"
+
+
+def test_a_pod_without_annotations_gets_the_map(mutate: Mutator) -> None:
+    manifest = copy.deepcopy(MANIFEST)
+    del manifest["metadata"]["annotations"]
+    assert RECORD_ANNOTATION in created(mutate, manifest)["metadata"]["annotations"]
+
+
+def test_client_side_reapply_is_patched_back(mutate: Mutator) -> None:
+    live = created(mutate)
+    sent = merge(live, MANIFEST)
+    assert sent["spec"] != live["spec"]  # nvidia.com/gpu and the GFD term are back
+    assert update(mutate, live, sent) == live
+
+
+def test_server_side_reapply_is_patched_back(mutate: Mutator) -> None:
+    # The manifest's fields over the live pod, and what gpu2dra added, which the manifest
+    # lacks, taken away: claims, the record.
+    live = created(mutate)
+    sent = merge(live, MANIFEST)
+    del sent["spec"]["resourceClaims"], sent["spec"]["containers"][0]["resources"]["claims"]
+    del sent["metadata"]["annotations"][RECORD_ANNOTATION]
+    assert update(mutate, live, sent) == live
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda spec: spec["containers"][0]["resources"]["limits"].update({"cpu": "4"}),
+        lambda spec: spec["nodeSelector"].update({"rack": "r1"}),
+        lambda spec: spec["containers"][0]["resources"]["limits"].update({"nvidia.com/gpu": "8"}),
+    ],
+    ids=["a new cpu limit", "a new node term", "another GPU count"],
+)
+def test_a_real_change_is_left_to_the_api_server(mutate: Mutator, change: Any) -> None:
+    live = created(mutate)
+    sent = merge(live, MANIFEST)
+    change(sent["spec"])
+    assert revert_ops(live, sent) is None
+
+
+def test_an_update_outside_the_translation_is_allowed_as_is(mutate: Mutator) -> None:
+    live = created(mutate)
+    labelled = copy.deepcopy(live)
+    labelled["metadata"]["labels"] = {"new": "label"}
+    assert revert_ops(live, labelled) is None
+    assert update(mutate, live, labelled) == labelled
+
+
+@pytest.mark.parametrize("value", ["not json", "[]", '{"/metadata/name": null}', "{}"])
+def test_an_unreadable_record_changes_nothing(mutate: Mutator, value: str) -> None:
+    live = created(mutate)
+    live["metadata"]["annotations"][RECORD_ANNOTATION] = value
+    assert revert_ops(live, merge(live, MANIFEST)) is None
+
+
+def test_a_pod_gpu2dra_did_not_translate_is_not_patched(mutate: Mutator) -> None:
+    assert revert_ops(MANIFEST, merge(MANIFEST, {"spec": {"nodeSelector": {}}})) is None
+
+
+def test_no_room_for_the_record_is_said(policy: Policy) -> None:
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["metadata"]["annotations"]["big"] = "x" * (ANNOTATIONS_LIMIT - 100)
+    response = run(Mutator(policy)(request(manifest), enabled()))
+    assert any("no room for gpu2dra.io/translated-from" in w for w in response["warnings"])
+    pod = apply(manifest, response)
+    assert RECORD_ANNOTATION not in pod["metadata"]["annotations"]
+    assert "resourceClaims" in pod["spec"]
