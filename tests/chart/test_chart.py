@@ -16,6 +16,7 @@ from cryptography import x509
 
 from app.core.patch import RECORD_ANNOTATION
 from app.core.policy import load_policy, parse_policy
+from app.core.templates import TEMPLATE_PREFIX
 from tests.chart import k8s_schema
 from tests.chart.crds import ValidationError, is_custom, validate_custom
 from tests.e2e.webhook import CHART, of_kind, render_chart
@@ -217,6 +218,19 @@ def test_mutating_webhook_settings(helm: Path) -> None:
     assert "'nvidia.com/gpu', 'nvidia.com/mig-'" in gpus["expression"]
     # an UPDATE reaches gpu2dra only for a pod that carries its record
     assert f"'{RECORD_ANNOTATION}' in oldObject.metadata.annotations" in updates["expression"]
+
+
+def test_validating_webhooks_see_only_what_they_can_refuse(helm: Path) -> None:
+    claims, pods = of_kind(render_chart(helm), "ValidatingWebhookConfiguration")["webhooks"]
+    assert [r["operations"] for r in claims["rules"] + pods["rules"]] == [["CREATE"]] * 2
+    (made,) = claims["matchConditions"]
+    assert (
+        "'resource.kubernetes.io/pod-claim-name' in object.metadata.annotations"
+        in made["expression"]
+    )
+    _, translated = pods["matchConditions"]
+    assert f"'{RECORD_ANNOTATION}' in object.metadata.annotations" in translated["expression"]
+    assert f"startsWith('{TEMPLATE_PREFIX}')" in translated["expression"]
 
 
 def test_default_mode_widens_the_selector(helm: Path) -> None:

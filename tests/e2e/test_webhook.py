@@ -4,6 +4,7 @@ release tests/k8s builds: the oldest gpu2dra supports (1.34) as well as the newe
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from app.core.patch import RECORD_ANNOTATION
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.fixtures import (
     A100_SXM4_40GB,
@@ -342,6 +344,31 @@ def test_missing_device_class_is_rejected(
     rejected = control_plane.run_kubectl("create", "-n", namespace, "-f", "-", stdin=pod)
     assert rejected.returncode != 0
     assert "claim 'gpu' uses ResourceClaimTemplate 'typo'" in rejected.stderr
+    # gpu2dra's record on the pod spares only gpu2dra's own claims the check
+    pod["metadata"]["annotations"] = {RECORD_ANNOTATION: "{}"}
+    rejected = control_plane.run_kubectl("create", "-n", namespace, "-f", "-", stdin=pod)
+    assert "claim 'gpu' uses ResourceClaimTemplate 'typo'" in rejected.stderr
+
+
+def test_a_translated_pod_costs_one_webhook_call(
+    webhook: Webhook,
+    api_client: client.ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    gpu_nodes: list[str],
+) -> None:
+    # /mutate on create; its claim (made from gpu2dra's template), the claim's updates and the
+    # pod's own claims never reach /validate (matchConditions, CREATE only). The first pod of
+    # a shape in a namespace also has /validate check the template gpu2dra creates.
+    add_gpu_node(api_client, gpu_nodes, gpus=2)
+    webhook.set_mode(api_client, namespace, "enabled")
+    calls = [webhook.metric("gpu2dra_requests_total")]
+    for name in ("first", "second"):
+        control_plane.create(namespace, gpu_pod(name, {"nvidia.com/gpu": 1}))
+        pod = wait_for_pod_scheduled(api_client, namespace, name)
+        assert len(allocated_devices(api_client, pod)) == 1
+        calls.append(webhook.metric("gpu2dra_requests_total"))
+    assert [b - a for a, b in itertools.pairwise(calls)] == [2, 1]
 
 
 def test_webhook_down_admits_unchanged_then_resumes(
