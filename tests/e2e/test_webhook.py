@@ -332,7 +332,7 @@ def test_missing_device_class_is_rejected(
     )
     assert again.returncode != 0
     assert "request 'gpu' names DeviceClass 'gpu.nvida.com', which does not exist" in again.stderr
-    pod = {
+    pod: Obj = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "p"},
