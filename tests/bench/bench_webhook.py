@@ -215,7 +215,7 @@ def serving(
 @contextmanager
 def cluster(work: Path) -> Iterator[tuple[str | None, str]]:
     """A real control plane when its binaries are built (so API calls can be counted)."""
-    from tests.e2e.controlplane import (
+    from tests.support.controlplane import (
         ControlPlane,
         kubernetes_version,
         missing_binaries,

@@ -50,14 +50,14 @@ import orjson
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.controlplane import ControlPlane, kubernetes_version, release_bin_dir, releases
-from tests.e2e.fixtures import (
+from tests.support.cluster import (
     create_node,
     device_class,
     gpu_devices,
     gpu_resource_slice,
 )
-from tests.e2e.webhook import Webhook, register, unregister
+from tests.support.controlplane import ControlPlane, kubernetes_version, release_bin_dir, releases
+from tests.support.webhook import Webhook, register, unregister
 
 Obj = dict[str, Any]
 GPUS_PER_NODE = 8

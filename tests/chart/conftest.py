@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.chart.crds import Obj, crd_schemas, go_binary
-from tests.e2e.conftest import require_tools
-from tests.e2e.controlplane import find_bin_dir
+from tests.support.controlplane import find_bin_dir
+from tests.support.crds import Obj, crd_schemas, go_binary
+from tests.support.tools import require_tools
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,8 @@ from typing import Any
 
 import kubernetes_validate
 
-from tests.e2e.controlplane import releases
-from tests.e2e.webhook import CHART
+from tests.support.controlplane import releases
+from tests.support.webhook import CHART
 
 Obj = dict[str, Any]
 SCHEMA_FILE = CHART / "values.schema.json"

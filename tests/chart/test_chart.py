@@ -18,8 +18,9 @@ from app.core.patch import RECORD_ANNOTATION
 from app.core.policy import load_policy, parse_policy
 from app.core.templates import TEMPLATE_PREFIX
 from tests.chart import k8s_schema
-from tests.chart.crds import ValidationError, is_custom, validate_custom
-from tests.e2e.webhook import CHART, of_kind, render_chart
+from tests.support.crds import ValidationError, is_custom, validate_custom
+from tests.support.rbac import GRANTED
+from tests.support.webhook import CHART, of_kind, render_chart
 from tests.unit.test_schemas import K8S_VERSIONS
 
 Obj = dict[str, Any]
@@ -287,19 +288,7 @@ def test_rbac_is_least_privilege(helm: Path) -> None:
         for r in rule["resources"]
         for v in rule["verbs"]
     }
-    assert granted == {
-        ("", "namespaces", "list"),
-        ("", "namespaces", "watch"),
-        ("", "resourcequotas", "list"),
-        ("", "resourcequotas", "watch"),
-        ("resource.k8s.io", "deviceclasses", "list"),
-        ("resource.k8s.io", "deviceclasses", "watch"),
-        ("resource.k8s.io", "resourceclaimtemplates", "get"),
-        ("resource.k8s.io", "resourceclaimtemplates", "list"),
-        ("resource.k8s.io", "resourceclaimtemplates", "watch"),
-        ("resource.k8s.io", "resourceclaimtemplates", "create"),
-        ("resource.k8s.io", "resourceclaims", "get"),
-    }
+    assert granted == GRANTED
 
 
 def by_name(docs: list[Obj], kind: str) -> dict[str, Obj]:

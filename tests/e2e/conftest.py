@@ -1,4 +1,4 @@
-"""End-to-end tests against a real Kubernetes control plane (see controlplane.py).
+"""End-to-end tests against a real Kubernetes control plane (see tests/support/controlplane.py).
 
 Every test runs against the newest release tests/k8s builds; a test or module marked
 `every_release` (pytestmark = pytest.mark.every_release) runs against each one, newest first.
@@ -13,30 +13,30 @@ tests/e2e/logs/<release>/ (after the processes stopped, so they are complete).
 
 from __future__ import annotations
 
-import os
 import shutil
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 from kubernetes import client
 
-from tests.e2e.controlplane import (
-    BUILD_HINT,
+from tests.e2e.failure_logs import copy_logs
+from tests.support.cluster import (
+    create_namespace,
+    delete_namespace,
+    delete_node,
+    wait_for_default_service_account,
+)
+from tests.support.controlplane import (
     RELEASE_BINARIES,
     ControlPlane,
     find_bin_dir,
     missing_binaries,
     releases,
 )
-from tests.e2e.fixtures import (
-    create_namespace,
-    delete_namespace,
-    delete_node,
-    wait_for_default_service_account,
-)
-from tests.e2e.webhook import WEBHOOK_LOG, Webhook, running_webhook
+from tests.support.tools import require_tools
+from tests.support.webhook import WEBHOOK_LOG, Webhook, running_webhook
 
 LOG_COPY_DIR = Path(__file__).parent / "logs"
 RELEASES = releases()
@@ -71,31 +71,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(f"control plane and webhook logs copied to {logs}")
 
 
-def missing_tools(
-    bin_dir: Path, missing: Sequence[str], *, go: bool, ci: bool
-) -> tuple[Literal["skip", "fail"], str] | None:
-    """What to do when binaries are missing: skipping is allowed only where they cannot be
-    built (no Go) and CI is not checking; otherwise a stale .bin would hide the tests."""
-    if not missing:
-        return None
-    names = f"{', '.join(missing)} missing in {bin_dir}"
-    if go:
-        return "fail", f"{names}: run `bash {BUILD_HINT}`"
-    return ("fail" if ci else "skip"), f"Go is not installed to build the control plane: {names}"
-
-
-def require_tools(bin_dir: Path, missing: Sequence[str]) -> None:
-    """Skip or fail, as missing_tools says for this machine, when a binary is missing."""
-    verdict = missing_tools(
-        bin_dir, missing, go=shutil.which("go") is not None, ci=os.environ.get("CI") == "true"
-    )
-    if verdict is not None:
-        action, message = verdict
-        if action == "skip":
-            pytest.skip(message)
-        pytest.fail(message, pytrace=False)
-
-
 @pytest.fixture(scope="session")
 def release(request: pytest.FixtureRequest) -> str:
     """The Kubernetes release the test runs against, e.g. "v1.37" (see pytest_generate_tests)."""
@@ -103,7 +78,7 @@ def release(request: pytest.FixtureRequest) -> str:
     return name
 
 
-def missing_release_tools(bin_dir: Path, release: str) -> list[str]:
+def _missing_release_tools(bin_dir: Path, release: str) -> list[str]:
     """What a control plane of `release` needs from build.sh that bin_dir lacks, as paths
     relative to bin_dir ("v1.34/etcd", "helm")."""
     missing = [f"{release}/{n}" for n in missing_binaries(bin_dir / release, RELEASE_BINARIES)]
@@ -115,7 +90,7 @@ def control_plane(
     request: pytest.FixtureRequest, release: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
     bin_dir = find_bin_dir()
-    require_tools(bin_dir, missing_release_tools(bin_dir, release))
+    require_tools(bin_dir, _missing_release_tools(bin_dir, release))
     plane = ControlPlane(bin_dir / release, tmp_path_factory.mktemp(f"control-plane-{release}"))
     try:
         plane.start()
@@ -131,19 +106,6 @@ def control_plane(
                 shutil.rmtree(LOG_COPY_DIR, ignore_errors=True)
             if copy_logs(plane.log_dir, webhook_logs, LOG_COPY_DIR / release):
                 request.config.stash[_copied_logs] = LOG_COPY_DIR
-
-
-def copy_logs(plane_logs: Path, webhook_logs: Mapping[str, Path], dest: Path) -> bool:
-    """Replace `dest` with the control-plane logs plus webhook-<module>.log for each gpu2dra
-    webhook (one per test module); False when there is nothing to copy."""
-    if not plane_logs.is_dir():
-        return False
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.copytree(plane_logs, dest)
-    for module, log in webhook_logs.items():
-        if log.is_file():
-            shutil.copyfile(log, dest / f"webhook-{module}.log")
-    return True
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from tests.e2e.controlplane import REPO_ROOT, ControlPlane
-from tests.e2e.fixtures import wait_for
+from tests.support.cluster import wait_for
+from tests.support.controlplane import REPO_ROOT, ControlPlane
 
 Obj = dict[str, Any]
 MODE = "gpu2dra.io/migration"

@@ -22,15 +22,8 @@ from kubernetes import client
 from app.core.catalog import Catalog
 from app.core.policy import load_policy
 from app.core.translate import translate
-from tests.e2e.conftest import copy_logs, missing_tools
-from tests.e2e.controlplane import (
-    K8S_DIR,
-    RELEASE_BINARIES,
-    ControlPlane,
-    kubernetes_version,
-    releases,
-)
-from tests.e2e.fixtures import (
+from tests.e2e.failure_logs import copy_logs
+from tests.support.cluster import (
     GPU_DRIVER,
     allocated_devices,
     create_gpu_node,
@@ -43,6 +36,14 @@ from tests.e2e.fixtures import (
     wait_for,
     wait_for_pod_scheduled,
 )
+from tests.support.controlplane import (
+    K8S_DIR,
+    RELEASE_BINARIES,
+    ControlPlane,
+    kubernetes_version,
+    releases,
+)
+from tests.support.tools import missing_tools
 
 pytestmark = pytest.mark.every_release
 

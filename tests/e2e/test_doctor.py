@@ -12,16 +12,6 @@ import pytest
 from kubernetes import client
 
 from app.webhook.certs import make_certs
-from tests.e2e.controlplane import ControlPlane, kubernetes_version
-from tests.e2e.fixtures import (
-    add_gpu_node,
-    create_namespace,
-    delete_namespace,
-    device_class,
-    gpu_pod,
-    wait_for,
-    wait_for_default_service_account,
-)
 from tests.e2e.inspecting import (
     Obj,
     create_crd,
@@ -33,7 +23,17 @@ from tests.e2e.inspecting import (
     train_job_crd,
     unschedulable,
 )
-from tests.e2e.webhook import Webhook, register, render_chart, unregister
+from tests.support.cluster import (
+    add_gpu_node,
+    create_namespace,
+    delete_namespace,
+    device_class,
+    gpu_pod,
+    wait_for,
+    wait_for_default_service_account,
+)
+from tests.support.controlplane import ControlPlane, kubernetes_version
+from tests.support.webhook import Webhook, register, render_chart, unregister
 
 RESOURCE = ("resource.k8s.io", "v1")
 

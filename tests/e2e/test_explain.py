@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.e2e.controlplane import ControlPlane
-from tests.e2e.fixtures import (
+from tests.e2e.inspecting import gpu2dra, unschedulable
+from tests.support.cluster import (
     A100_SXM4_40GB,
     add_gpu_node,
     device_class,
@@ -19,8 +19,8 @@ from tests.e2e.fixtures import (
     wait_for,
     wait_for_pod_scheduled,
 )
-from tests.e2e.inspecting import gpu2dra, unschedulable
-from tests.e2e.webhook import Webhook
+from tests.support.controlplane import ControlPlane
+from tests.support.webhook import Webhook
 
 Obj = dict[str, Any]
 

@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from tests.e2e.controlplane import ControlPlane
-from tests.e2e.fixtures import (
+from tests.e2e.probes import metric, review
+from tests.support.cluster import (
     gpu_pod,
     label,
     pod_resource_claims,
@@ -25,34 +25,10 @@ from tests.e2e.fixtures import (
     templates_in,
     wait_for,
 )
-from tests.e2e.webhook import Webhook
+from tests.support.controlplane import ControlPlane
+from tests.support.webhook import Webhook
 
 Obj = dict[str, Any]
-
-
-def review(namespace: str, pod: Obj) -> Obj:
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "operation": "CREATE",
-            "namespace": namespace,
-            "object": pod,
-        },
-    }
-
-
-def metric(hook: Webhook, line_start: str) -> float:
-    status, text = hook.get("/metrics")
-    assert status == 200
-    total = 0.0
-    for line in text.decode().splitlines():
-        if line.startswith(line_start):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def test_unreachable_api_server_at_start(control_plane: ControlPlane, tmp_path: Path) -> None:

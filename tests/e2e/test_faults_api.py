@@ -21,10 +21,10 @@ from kubernetes import client
 
 from app.webhook.caches import Store
 from app.webhook.metrics import Metrics
-from tests.e2e.controlplane import ControlPlane
-from tests.e2e.fixtures import create_nvidia_device_classes, gpu_pod, label, wait_for
-from tests.e2e.test_faults import metric, review
-from tests.e2e.webhook import Webhook, register, unregister
+from tests.e2e.probes import metric, review
+from tests.support.cluster import create_nvidia_device_classes, gpu_pod, label, wait_for
+from tests.support.controlplane import ControlPlane
+from tests.support.webhook import Webhook, register, unregister
 
 # Tight bounds, so that "within the deadline" is measured, not assumed (timeoutSeconds is 5).
 API_TIMEOUT, DEADLINE = 1.0, 2.0

@@ -21,9 +21,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.e2e.controlplane import ControlPlane
-from tests.e2e.fixtures import create_nvidia_device_classes, gpu_pod, wait_for
-from tests.e2e.webhook import RELEASE_NAMESPACE, Webhook, register, render_chart, unregister
+from tests.support.cluster import create_nvidia_device_classes, gpu_pod, wait_for
+from tests.support.controlplane import ControlPlane
+from tests.support.webhook import RELEASE_NAMESPACE, Webhook, register, render_chart, unregister
 
 Obj = dict[str, object]
 SERVICE = "gpu2dra"  # the chart's fullname for the release "gpu2dra"

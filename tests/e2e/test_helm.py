@@ -12,9 +12,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.chart.crds import crd_files, go_binary
-from tests.e2e.controlplane import ControlPlane
-from tests.e2e.webhook import CHART, RELEASE_NAMESPACE, render_chart
+from tests.support.controlplane import ControlPlane
+from tests.support.crds import crd_files, go_binary
+from tests.support.rbac import GRANTED
+from tests.support.webhook import CHART, RELEASE_NAMESPACE, render_chart
 
 Obj = dict[str, Any]
 NAME = "gpu2dra"
@@ -169,22 +170,6 @@ def test_every_object_passes_strict_server_validation(
     serving["spec"]["dnsName"] = ["strict"]
     refused = dry_run_strict(control_plane, namespace, [serving])
     assert 'unknown field "dnsName"' in refused
-
-
-# What the webhook may do, and nothing more (besides what every authenticated user may).
-GRANTED = {
-    ("", "namespaces", "list"),
-    ("", "namespaces", "watch"),
-    ("", "resourcequotas", "list"),
-    ("", "resourcequotas", "watch"),
-    ("resource.k8s.io", "deviceclasses", "list"),
-    ("resource.k8s.io", "deviceclasses", "watch"),
-    ("resource.k8s.io", "resourceclaimtemplates", "get"),
-    ("resource.k8s.io", "resourceclaimtemplates", "list"),
-    ("resource.k8s.io", "resourceclaimtemplates", "watch"),
-    ("resource.k8s.io", "resourceclaimtemplates", "create"),
-    ("resource.k8s.io", "resourceclaims", "get"),
-}
 
 
 def service_account_client(

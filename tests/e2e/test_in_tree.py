@@ -19,8 +19,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tests.e2e.controlplane import ControlPlane
-from tests.e2e.fixtures import (
+from tests.e2e.inspecting import doctor, gpu2dra
+from tests.support.cluster import (
     RESOURCE_GROUP,
     RESOURCE_VERSION,
     add_gpu_node,
@@ -31,8 +31,8 @@ from tests.e2e.fixtures import (
     wait_for,
     wait_for_pod_scheduled,
 )
-from tests.e2e.inspecting import doctor, gpu2dra
-from tests.e2e.webhook import Webhook
+from tests.support.controlplane import ControlPlane
+from tests.support.webhook import Webhook
 
 Obj = dict[str, Any]
 EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"

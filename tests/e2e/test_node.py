@@ -21,17 +21,6 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.e2e.controlplane import REAL_NODE_NAME, ControlPlane, find_bin_dir
-from tests.e2e.fixtures import (
-    A100_SXM4_40GB,
-    allocated_devices,
-    gpu_devices,
-    pod_resource_claims,
-    read_pod,
-    wait_for,
-)
-from tests.e2e.webhook import Webhook
-from tests.missing import missing
 from tests.node.node import (
     BUILD_HINT,
     BUSYBOX_IMAGE,
@@ -40,6 +29,17 @@ from tests.node.node import (
     missing_node_tools,
     skew_problem,
 )
+from tests.support.cluster import (
+    A100_SXM4_40GB,
+    allocated_devices,
+    gpu_devices,
+    pod_resource_claims,
+    read_pod,
+    wait_for,
+)
+from tests.support.controlplane import REAL_NODE_NAME, ControlPlane, find_bin_dir
+from tests.support.tools import missing
+from tests.support.webhook import Webhook
 
 Obj = dict[str, Any]
 NODE_LOG_COPY_DIR = Path(__file__).parent / "node-logs"

@@ -15,16 +15,16 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tests.e2e.controlplane import ControlPlane
-from tests.e2e.fixtures import (
+from tests.e2e.inspecting import doctor, gpu2dra
+from tests.support.cluster import (
     RESOURCE_GROUP,
     RESOURCE_VERSION,
     add_gpu_node,
     gpu_pod,
     wait_for,
 )
-from tests.e2e.inspecting import doctor, gpu2dra
-from tests.e2e.webhook import Webhook
+from tests.support.controlplane import ControlPlane
+from tests.support.webhook import Webhook
 
 Obj = dict[str, Any]
 LEGACY = "requests.nvidia.com/gpu"

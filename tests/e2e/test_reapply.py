@@ -11,9 +11,9 @@ import pytest
 from kubernetes import client
 
 from app.core.patch import RECORD_ANNOTATION as RECORD
-from tests.e2e.controlplane import ControlPlane
-from tests.e2e.fixtures import gpu_pod, read_pod
-from tests.e2e.webhook import Webhook
+from tests.support.cluster import gpu_pod, read_pod
+from tests.support.controlplane import ControlPlane
+from tests.support.webhook import Webhook
 
 Obj = dict[str, Any]
 

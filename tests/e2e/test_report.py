@@ -13,17 +13,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.e2e.controlplane import ControlPlane
-from tests.e2e.fixtures import (
-    create_namespace,
-    create_node,
-    delete_namespace,
-    delete_node,
-    gpu_pod,
-    label,
-    wait_for,
-    wait_for_default_service_account,
-)
 from tests.e2e.inspecting import (
     Obj,
     create_crd,
@@ -33,7 +22,18 @@ from tests.e2e.inspecting import (
     train_job,
     train_job_crd,
 )
-from tests.e2e.webhook import Webhook
+from tests.support.cluster import (
+    create_namespace,
+    create_node,
+    delete_namespace,
+    delete_node,
+    gpu_pod,
+    label,
+    wait_for,
+    wait_for_default_service_account,
+)
+from tests.support.controlplane import ControlPlane
+from tests.support.webhook import Webhook
 
 GROUP = "e2e.gpu2dra.io"
 

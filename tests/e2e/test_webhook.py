@@ -14,8 +14,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from app.core.patch import RECORD_ANNOTATION
-from tests.e2e.controlplane import ControlPlane
-from tests.e2e.fixtures import (
+from tests.support.cluster import (
     A100_SXM4_40GB,
     H100_80GB_HBM3,
     GpuProduct,
@@ -29,7 +28,8 @@ from tests.e2e.fixtures import (
     wait_for,
     wait_for_pod_scheduled,
 )
-from tests.e2e.webhook import Webhook
+from tests.support.controlplane import ControlPlane
+from tests.support.webhook import Webhook
 
 Obj = dict[str, Any]
 MODE = "gpu2dra.io/migration"

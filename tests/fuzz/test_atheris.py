@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.fuzz.conftest import CORPUS
-from tests.missing import missing
+from tests.support.tools import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_SECONDS = 60  # a busy machine stops early rather than holding CI up

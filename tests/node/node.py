@@ -63,7 +63,7 @@ class NodeError(RuntimeError):
 
 
 class ControlPlaneLike(Protocol):
-    """What the node needs of tests.e2e.controlplane.ControlPlane."""
+    """What the node needs of tests.support.controlplane.ControlPlane."""
 
     @property
     def kubeconfig(self) -> Path: ...

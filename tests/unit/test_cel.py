@@ -21,7 +21,7 @@ from app.troubleshoot.cel.devices import (
     select,
 )
 from app.troubleshoot.cel.semver import parse_semver
-from tests.e2e.fixtures import (
+from tests.support.cluster import (
     A100_SXM4_40GB,
     A100_SXM4_80GB,
     H100_80GB_HBM3,

@@ -24,7 +24,7 @@ from app.troubleshoot.checks import (
 from app.troubleshoot.client import ReadError
 from app.troubleshoot.paths import check_paths
 from app.troubleshoot.registrations import Endpoint, Registration
-from tests.e2e.fixtures import device_class, gpu_devices, gpu_resource_slice
+from tests.support.cluster import device_class, gpu_devices, gpu_resource_slice
 
 POLICY = load_policy(None)
 CLASSES = [device_class("gpu.nvidia.com", "gpu"), device_class("mig.nvidia.com", "mig")]

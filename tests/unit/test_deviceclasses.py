@@ -9,8 +9,8 @@ from app.cli import main
 from app.core.mig import device_class, mig_profile, plugin_resource
 from app.troubleshoot.cel.devices import class_selectors, devices_of, select
 from app.troubleshoot.deviceclasses import published_profiles, render
-from tests.e2e.controlplane import releases
-from tests.e2e.fixtures import gpu_devices, gpu_resource_slice
+from tests.support.cluster import gpu_devices, gpu_resource_slice
+from tests.support.controlplane import releases
 
 SLICES = [
     gpu_resource_slice("a", gpu_devices("a", gpus=2, mig={0: ["3g.20gb", "1g.5gb", "1g.5gb"]})),

@@ -12,7 +12,7 @@ from app.troubleshoot.cel.devices import Device, devices_of
 from app.troubleshoot.claims import PodFacts
 from app.troubleshoot.client import ReadError
 from app.troubleshoot.explain import explain
-from tests.e2e.fixtures import device_class, gpu_devices, gpu_resource_slice
+from tests.support.cluster import device_class, gpu_devices, gpu_resource_slice
 
 Obj = dict[str, Any]
 

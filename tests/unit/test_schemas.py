@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from app.core.catalog import Catalog
 from app.core.policy import Policy
 from app.core.translate import translate
-from tests.e2e.controlplane import releases
+from tests.support.controlplane import releases
 from tests.unit.test_properties import pod_specs, setups
 from tests.unit.test_translate import CASES, Case
 

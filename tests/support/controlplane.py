@@ -18,7 +18,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -36,6 +35,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes import client, config
+
+from tests.support.ports import free_port
 
 Obj = dict[str, Any]
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -92,14 +93,6 @@ def binaries_present(
     bin_dir: Path | None = None, names: Sequence[str] = CONTROL_PLANE_BINARIES
 ) -> bool:
     return not missing_binaries(bin_dir, names)
-
-
-def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1 (racy by nature, good enough for tests)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class ControlPlaneError(RuntimeError):

@@ -19,7 +19,7 @@ import kubernetes_validate
 import yaml
 from jsonschema import Draft7Validator, ValidationError  # type: ignore[import-untyped]
 
-from tests.missing import missing
+from tests.support.tools import missing
 from tests.unit.test_schemas import K8S_VERSIONS
 
 Obj = dict[str, Any]

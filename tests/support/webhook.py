@@ -23,7 +23,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.controlplane import REPO_ROOT, free_port
+from tests.support.controlplane import REPO_ROOT
+from tests.support.ports import free_port
 
 CHART = REPO_ROOT / "charts" / "gpu2dra"
 RELEASE_NAMESPACE = "gpu2dra-system"
@@ -273,7 +274,7 @@ def unregister(api: client.ApiClient, name: str = "gpu2dra") -> None:
 def running_webhook(plane: Any, api: client.ApiClient, work_dir: Path) -> Iterator[Webhook]:
     """gpu2dra serving and registered by URL; unregistered afterwards, so that later modules
     (the Helm tests) can install a release of the same name."""
-    from tests.e2e.fixtures import create_nvidia_device_classes
+    from tests.support.cluster import create_nvidia_device_classes
 
     create_nvidia_device_classes(api)
     hook = Webhook(work_dir, plane.kubeconfig, plane.helm)

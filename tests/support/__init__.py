@@ -1,0 +1,1 @@
+"""What more than one suite shares; no test module imports another (tests/unit/test_layers.py)."""
