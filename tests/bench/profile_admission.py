@@ -27,7 +27,7 @@ from app.webhook.server import create_app
 from app.webhook.settings import Settings
 from tests.bench import payloads
 from tests.bench.floor import app as floor_app
-from tests.unit.fake import FakeCluster
+from tests.support.fake import FakeCluster
 
 App = Callable[[Any, Any, Any], Awaitable[None]]
 SCOPE = {"type": "http", "method": "POST", "path": "/mutate", "headers": []}

@@ -20,8 +20,8 @@ from app.core.templates import TEMPLATE_PREFIX
 from tests.chart import k8s_schema
 from tests.support.crds import ValidationError, is_custom, validate_custom
 from tests.support.rbac import GRANTED
+from tests.support.validation import K8S_VERSIONS
 from tests.support.webhook import CHART, of_kind, render_chart
-from tests.unit.test_schemas import K8S_VERSIONS
 
 Obj = dict[str, Any]
 Crds = dict[tuple[str, str], Obj]

@@ -23,9 +23,9 @@ from app.core.policy import load_policy
 from app.webhook.caches import OfflineCluster
 from app.webhook.mutate import Mutator
 from app.webhook.reviews import ReviewError, parse_review
-from tests.fuzz.conftest import CORPUS_POLICY, corpus, outcome_of
-from tests.fuzz.test_reviews_fuzz import plausible_pod_specs, pod_review
-from tests.unit.test_properties import pod_specs
+from tests.support.corpus import CORPUS_POLICY, corpus, outcome_of
+from tests.support.reviews import pod_review
+from tests.support.strategies import plausible_pod_specs, pod_specs
 
 Obj = dict[str, Any]
 POLICY = load_policy(CORPUS_POLICY)  # migration enabled everywhere

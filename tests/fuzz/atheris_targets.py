@@ -22,7 +22,8 @@ with atheris.instrument_imports(include=["app"]):  # type: ignore[attr-defined]
     from app.webhook.validate import validate
     from app.webhook.view import Decision
 
-from tests.fuzz.conftest import CORPUS_POLICY, check_patch
+from tests.fuzz.answers import check_patch
+from tests.support.corpus import CORPUS_POLICY
 
 POLICY = load_policy(CORPUS_POLICY)
 CLUSTER = OfflineCluster(POLICY)  # answers without awaiting: no event loop needed

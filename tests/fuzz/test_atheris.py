@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuzz.conftest import CORPUS
+from tests.support.corpus import CORPUS
 from tests.support.tools import missing
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import orjson
 import pytest
 import yaml
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.cli import MAX_MANIFEST_BYTES, main
@@ -24,27 +24,16 @@ from app.manifests.documents import ManifestError
 from app.manifests.render import translate_text
 from app.webhook.server import create_app
 from app.webhook.settings import Settings
-from tests.fuzz.conftest import (
-    CORPUS_POLICY,
-    check_translate_answer,
-    corpus,
-    outcome_of,
-    pod_errors,
-    schema_errors,
-)
-from tests.fuzz.test_reviews_fuzz import json_values
-from tests.unit.fake import FakeCluster
-from tests.unit.test_properties import pod_specs
+from tests.fuzz.answers import check_translate_answer
+from tests.fuzz.strategies import FUZZ, manifests
+from tests.support.corpus import CORPUS_POLICY, corpus, outcome_of
+from tests.support.fake import FakeCluster
+from tests.support.strategies import pod_specs
+from tests.support.validation import pod_errors, schema_errors
 
 Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
 MiB = 1024 * 1024
-
-FUZZ = settings(
-    max_examples=100,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 @pytest.fixture(scope="module")
@@ -121,56 +110,6 @@ def test_corpus_cli(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 @given(body=st.binary(max_size=400) | st.text(max_size=400).map(str.encode))
 def test_random_bytes(client: TestClient, body: bytes) -> None:
     translate(client, body)
-
-
-WRAPPERS = [
-    lambda spec: {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec},
-    lambda spec: {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "d", "namespace": "ml"},
-        "spec": {"template": {"metadata": {"labels": {"a": "b"}}, "spec": spec}},
-    },
-    lambda spec: {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": {"name": "c"},
-        "spec": {"jobTemplate": {"spec": {"template": {"spec": spec}}}},
-    },
-    lambda spec: {"kind": "List", "items": [{"kind": "Pod", "spec": spec}, {"kind": "Pod"}]},
-    lambda spec: {
-        "kind": "RayCluster",
-        "spec": {"workerGroupSpecs": [{"template": {"spec": spec}}]},
-    },
-]
-# Fragments a YAML parser must get right, dropped into otherwise sane manifests.
-YAML_BITS = [
-    "&a ", "*a", "*b", "<<: *a\n", "!!binary ", "!!set ", "!!python/object:os.system ", "!x ",
-    "? ", ": ", "- ", "---\n", "...\n", "%YAML 1.1\n", "%TAG ! tag:x,2000:\n", "{", "}", "[",
-    "]", ",", "\t", "'", '"', "|", ">", "#", "\\ud800", "\x00", "\x85", "\ufeff", "\U0001f680",
-    "1e400", "0x1F", "0o17", ".nan", "~", "2001-12-14", "123456789012345678901234567890",
-]  # fmt: skip
-
-
-@st.composite
-def manifests(draw: st.DrawFn) -> bytes:
-    docs: list[Any] = []
-    for _ in range(draw(st.integers(1, 3))):
-        if draw(st.integers(0, 4)) == 0:
-            docs.append(draw(json_values))
-        else:
-            docs.append(draw(st.sampled_from(WRAPPERS))(draw(pod_specs)))
-    try:
-        if draw(st.booleans()):
-            text = yaml.safe_dump_all(docs, sort_keys=False)
-        else:
-            text = orjson.dumps(docs[0]).decode()
-    except (yaml.YAMLError, TypeError):  # integers over 64 bits in JSON
-        text = "{}"
-    for _ in range(draw(st.integers(0, 4))):
-        at = draw(st.integers(0, len(text)))
-        text = text[:at] + draw(st.sampled_from(YAML_BITS)) + text[at:]
-    return text.encode("utf-8", "surrogatepass")
 
 
 @FUZZ

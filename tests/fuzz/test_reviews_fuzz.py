@@ -1,6 +1,6 @@
 """Malformed AdmissionReviews on /mutate and /validate: the corpus, then hypothesis.
 
-Each answer must be a one-line 400 or a verdict that is not a 500 (tests/fuzz/conftest.py),
+Each answer must be a one-line 400 or a verdict that is not a 500 (tests/fuzz/answers.py),
 and each patch must leave the pod with no error it did not have.
 """
 
@@ -8,51 +8,30 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 import yaml
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.core.catalog import Catalog
 from app.core.policy import DEFAULT_POLICY_YAML, Policy, load_policy, parse_policy
 from app.webhook.server import create_app
 from app.webhook.settings import Settings
-from tests.fuzz.conftest import (
-    CORPUS_POLICY,
-    Answer,
-    check_answer,
-    check_patch,
-    corpus,
-    outcome_of,
-    pod_of,
-    uid_of,
-)
-from tests.unit.fake import FakeCluster
-from tests.unit.test_properties import junk, pod_specs
+from tests.fuzz.answers import Answer, check_answer, check_patch, pod_of, uid_of
+from tests.fuzz.big_pods import BIG_PODS
+from tests.fuzz.strategies import FUZZ
+from tests.support.corpus import CORPUS_POLICY, corpus, outcome_of
+from tests.support.fake import FakeCluster
+from tests.support.reviews import encode, pod_review
+from tests.support.strategies import json_values, junk, plausible_pod_specs, pod_specs
 
 Obj = dict[str, Any]
-
-FUZZ = settings(
-    max_examples=100,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-
-
-def encode(value: Any) -> bytes:
-    """JSON as a client would send it; json (not orjson) for integers over 64 bits."""
-    try:
-        return orjson.dumps(value)
-    except TypeError:
-        return json.dumps(value).encode()
 
 
 def post(client: TestClient, path: str, body: bytes, uid: Any = None) -> Answer:
@@ -136,18 +115,6 @@ def test_corpus_on_every_setup(clients: dict[str, TestClient]) -> None:
 
 
 # ---- random bodies -----------------------------------------------------------------------
-
-json_values: st.SearchStrategy[Any] = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**64 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=12),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=12,
-)
 
 
 @FUZZ
@@ -262,77 +229,6 @@ def test_random_pods(clients: dict[str, TestClient], spec: Obj, meta: Any, setup
     post(clients[setup], "/validate", body)
 
 
-# Pods the apiserver accepts, or rejects for one reason only, so that both halves of the patch
-# check have many examples: the shared strategy makes mostly malformed pods.
-DNS_NAMES = ["a", "b", "main", "side", "trainer", "x-gpu", "a" * 63, "a" * 62 + "b"]
-GPU_LIMITS = st.dictionaries(
-    st.sampled_from(
-        ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb.me", "cpu"]
-    ),
-    st.integers(0, 4) | st.sampled_from(["1", "2"]),
-    max_size=3,
-)
-CLAIM_NAMES = ["a-gpu", "main-gpu", "a-mig-1g-10gb", "trainer-gpu", "shared", "x-gpu-gpu"]
-GFD_TERMS = st.sampled_from(
-    [
-        ("nvidia.com/gpu.product", "In", ("NVIDIA-A100-SXM4-80GB",)),
-        ("nvidia.com/gpu.product", "NotIn", ("Tesla-T4", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb")),
-        ("nvidia.com/gpu.family", "In", ("ampere", "hopper")),
-        ("nvidia.com/gpu.memory", "In", ("81920",)),
-        ("nvidia.com/gpu.product", "Exists", ()),
-        ("nvidia.com/gpu.count", "Gt", ("4",)),
-        ("topology.kubernetes.io/zone", "In", ("a",)),
-        # rejected by the apiserver: translated, they would make the pod valid
-        ("nvidia.com/gpu.product", "In", ("NVIDIA A100-SXM4-80GB",)),
-        ("nvidia.com/gpu.family", "Exists", ("ampere",)),
-    ]
-)
-
-
-@st.composite
-def plausible_pod_specs(draw: st.DrawFn) -> Obj:
-    pod_claims = [
-        {"name": n, draw(st.sampled_from(["resourceClaimName", "resourceClaimTemplateName"])): "t"}
-        for n in draw(st.lists(st.sampled_from(CLAIM_NAMES), max_size=3, unique=True))
-    ]
-    names = draw(st.lists(st.sampled_from(DNS_NAMES), min_size=1, max_size=6, unique=True))
-    split = draw(st.integers(1, len(names)))
-    spec: Obj = {}
-    for field, group in (("containers", names[:split]), ("initContainers", names[split:])):
-        if not group:
-            continue
-        spec[field] = []
-        for name in group:
-            limits = draw(GPU_LIMITS)
-            resources: Obj = {"limits": limits} if limits else {}
-            if draw(st.booleans()) and limits:
-                resources["requests"] = dict(limits)
-            refs = draw(st.lists(st.sampled_from([c["name"] for c in pod_claims] or ["-"])))
-            if pod_claims and refs:
-                resources["claims"] = [{"name": r} for r in dict.fromkeys(refs)]
-            container: Obj = {"name": name, "image": "cuda:12", "resources": resources}
-            if field == "initContainers" and draw(st.booleans()):
-                container["restartPolicy"] = "Always"
-            spec[field].append(container)
-    if pod_claims:
-        spec["resourceClaims"] = pod_claims
-    terms = draw(st.lists(GFD_TERMS, max_size=3, unique=True))
-    if draw(st.booleans()) and terms:
-        spec["nodeSelector"] = {k: v[0] for k, op, v in terms if op == "In"} or None
-    elif terms:
-        exprs = [
-            {"key": k, "operator": op, **({"values": list(v)} if v else {})} for k, op, v in terms
-        ]
-        spec["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [{"matchExpressions": exprs}]
-                }
-            }
-        }
-    return {k: v for k, v in spec.items() if v is not None}
-
-
 @settings(FUZZ, max_examples=150)
 @given(spec=plausible_pod_specs(), setup=setup_names)
 def test_plausible_pods(clients: dict[str, TestClient], spec: Obj, setup: str) -> None:
@@ -424,83 +320,7 @@ def test_random_claims_and_templates(
         assert "missing" in answer.verdict["status"]["message"]
 
 
-# ---- big and odd pods, made in code ------------------------------------------------------
-
-
-def gpu(name: Any, n: Any = 1, **extra: Any) -> Obj:
-    return {"name": name, "image": "x", "resources": {"limits": {"nvidia.com/gpu": n}}, **extra}
-
-
-_NAMED_P: Any = object()
-
-
-def pod_review(spec: Obj, uid: str = "big", metadata: Any = _NAMED_P) -> bytes:
-    """A CREATE review of a pod in namespace ml; `metadata` may be anything, junk and None too."""
-    meta = {"name": "p"} if metadata is _NAMED_P else metadata
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
-    request = {
-        "uid": uid,
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "operation": "CREATE",
-        "namespace": "ml",
-        "object": pod,
-    }
-    return encode(
-        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-    )
-
-
-def deep(levels: int) -> Any:
-    value: Any = 1
-    for _ in range(levels):
-        value = [value]
-    return value
-
-
-BIG_PODS: dict[str, Obj] = {
-    "10,000 containers": {"containers": [gpu(f"c{i}") for i in range(10_000)]},
-    "10,000 containers of one name": {"containers": [gpu("a") for _ in range(10_000)]},
-    "10,000 containers without a name": {"containers": [gpu(None) for _ in range(10_000)]},
-    "5,000 app and 5,000 init containers": {
-        "containers": [gpu(f"c{i}") for i in range(5_000)],
-        "initContainers": [gpu(f"i{i}", 2) for i in range(5_000)],
-    },
-    "10,000 existing claims named as ours": {
-        "containers": [gpu("a")],
-        "resourceClaims": [{"name": "a-gpu", "resourceClaimName": "x"}]
-        + [{"name": f"a-gpu-{i:06x}", "resourceClaimName": "x"} for i in range(10_000)],
-    },
-    "a 1 MB container name": {"containers": [gpu("é" * 500_000)]},
-    "a 1 MB count": {"containers": [gpu("a", "9" * 1_000_000)]},
-    "a 1 MB GFD label value": {
-        "containers": [gpu("a")],
-        "nodeSelector": {"nvidia.com/gpu.product": "A" * 1_000_000},
-    },
-    "10,000 GFD affinity values": {
-        "containers": [gpu("a")],
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {
-                                    "key": "nvidia.com/gpu.product",
-                                    "operator": "In",
-                                    "values": [f"NVIDIA-{i}" for i in range(10_000)],
-                                }
-                            ]
-                        }
-                    ]
-                }
-            }
-        },
-    },
-    # Echoed in the patch, which orjson writes only 254 levels deep.
-    "250 levels deep in a translated container": {
-        "containers": [{**gpu("a"), "resources": {"limits": {"nvidia.com/gpu": 1}, "x": deep(250)}}]
-    },
-}
+# ---- big and odd pods (big_pods.py) ------------------------------------------------------
 
 
 @pytest.mark.timing

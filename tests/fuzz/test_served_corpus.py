@@ -20,18 +20,19 @@ from typing import Any
 import pytest
 
 from app.webhook.certs import make_certs
-from tests.fuzz.conftest import (
-    CORPUS_POLICY,
+from tests.fuzz.answers import (
     check_answer,
     check_patch,
     check_translate_answer,
-    corpus,
-    outcome_of,
     pod_of,
     uid_of,
 )
-from tests.fuzz.test_reviews_fuzz import BIG_PODS, pod_review
-from tests.serving.test_tls import ROOT, free_port
+from tests.fuzz.big_pods import BIG_PODS
+from tests.support.corpus import CORPUS_POLICY, corpus, outcome_of
+from tests.support.ports import free_port
+from tests.support.reviews import pod_review
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MiB = 1024 * 1024
 MAX_BODY = 7 * MiB  # the served default

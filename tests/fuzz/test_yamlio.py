@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.manifests import yamlio
-from tests.fuzz.conftest import corpus
-from tests.fuzz.test_manifests_fuzz import FUZZ, manifests
+from tests.fuzz.strategies import FUZZ, manifests
+from tests.support.corpus import corpus
 
 # Strings whose YAML spelling is easy to get wrong: implicit types of YAML 1.1, indicators,
 # quotes, line breaks, characters PyYAML escapes, keys long enough to be complex keys.

@@ -22,15 +22,10 @@ from pathlib import Path
 import pytest
 
 from app.webhook.certs import CertBundle, make_certs
-from tests.unit.pods import container, gpu
+from tests.support.pods import container, gpu
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

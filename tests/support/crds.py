@@ -20,7 +20,7 @@ import yaml
 from jsonschema import Draft7Validator, ValidationError  # type: ignore[import-untyped]
 
 from tests.support.tools import missing
-from tests.unit.test_schemas import K8S_VERSIONS
+from tests.support.validation import K8S_VERSIONS
 
 Obj = dict[str, Any]
 # module@version, the folder holding its CRDs, and the CRD files the chart needs.

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import copy
-from collections.abc import Coroutine
 from typing import Any
 
 import jsonpatch
-import orjson
 import pytest
 from hypothesis import given, settings
 
@@ -23,59 +19,18 @@ from app.webhook.mutate import (
     MEMO_SIZE,
     Mutator,
 )
-from app.webhook.reviews import AdmissionRequest, AdmissionResponse
+from app.webhook.reviews import AdmissionRequest
 from app.webhook.validate import validate
-from app.webhook.view import Decision
-from tests.unit.fake import FakeCluster
-from tests.unit.pods import PRODUCT_A100, container, gpu
-from tests.unit.test_properties import pod_specs
+from tests.support.fake import FakeCluster
+from tests.support.pods import PRODUCT_A100, container, gpu
+from tests.support.strategies import pod_specs
+from tests.unit.admission import apply, pod, request, run
 
 Obj = dict[str, Any]
 
 
-def pod(spec: Obj | None = None, annotations: Obj | None = None) -> Obj:
-    meta: Obj = {"generateName": "train-", "namespace": "ml"}
-    if annotations:
-        meta["annotations"] = annotations
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": spec or {"containers": [container("c", gpu(2))]},
-    }
-
-
-def request(
-    obj: Obj,
-    operation: str = "CREATE",
-    kind: str = "Pod",
-    group: str = "",
-    namespace: str = "ml",
-    **extra: Any,
-) -> AdmissionRequest:
-    req: dict[str, Any] = {
-        "uid": "u",
-        "kind": {"group": group, "version": "v1", "kind": kind},
-        "operation": operation,
-        "namespace": namespace,
-        "object": obj,
-        **extra,
-    }
-    return req  # type: ignore[return-value]
-
-
 def enabled(**labels: str) -> FakeCluster:
     return FakeCluster(labels={"ml": {"gpu2dra.io/migration": "enabled", **labels}})
-
-
-def run(decision: Decision) -> AdmissionResponse:
-    verdict = asyncio.run(decision) if isinstance(decision, Coroutine) else decision
-    return verdict.response
-
-
-def apply(obj: Obj, response: AdmissionResponse) -> Obj:
-    ops = orjson.loads(base64.b64decode(response["patch"]))
-    return jsonpatch.apply_patch(obj, ops)  # type: ignore[no-any-return]
 
 
 @pytest.fixture

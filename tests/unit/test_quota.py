@@ -19,10 +19,10 @@ from app.core.resources import legacy_devices
 from app.core.translate import translate
 from app.webhook.mutate import Mutator
 from app.webhook.view import Verdict
-from tests.unit.fake import FakeCluster
-from tests.unit.pods import container, gpu
-from tests.unit.test_admission import apply, pod, request, run
-from tests.unit.test_properties import TRANSLATED, pod_specs
+from tests.support.fake import FakeCluster
+from tests.support.pods import container, gpu
+from tests.support.strategies import TRANSLATED, pod_specs
+from tests.unit.admission import apply, pod, request, run
 
 Obj = dict[str, Any]
 GPU, MIG = "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"

@@ -17,8 +17,8 @@ from app.core.policy import Policy
 from app.webhook.mutate import Mutator
 from app.webhook.reviews import AdmissionResponse
 from app.webhook.view import Decision
-from tests.unit.fake import FakeCluster
-from tests.unit.pods import container, gpu
+from tests.support.fake import FakeCluster
+from tests.support.pods import container, gpu
 
 Obj = dict[str, Any]
 MANIFEST: Obj = {

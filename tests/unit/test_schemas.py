@@ -1,13 +1,12 @@
 """What gpu2dra emits is valid Kubernetes on every release the control plane is tested on
 (tests/k8s: the newest, 1.37, and the oldest gpu2dra supports, 1.34): the strict JSON schemas
 of each (unknown fields are errors, as under `kubectl --validate=strict`), plus the pod-claim
-rules the schemas cannot say.
+rules the schemas cannot say (tests/support/validation.py).
 """
 
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
 import kubernetes_validate
@@ -17,14 +16,17 @@ from hypothesis import HealthCheck, given, settings
 from app.core.catalog import Catalog
 from app.core.policy import Policy
 from app.core.translate import translate
-from tests.support.controlplane import releases
-from tests.unit.test_properties import pod_specs, setups
-from tests.unit.test_translate import CASES, Case
+from tests.support.strategies import pod_specs, setups
+from tests.support.validation import (
+    K8S_VERSIONS,
+    claims_checkable,
+    is_dns_label,
+    is_dns_subdomain,
+    pod_claim_errors,
+)
+from tests.unit.translation_cases import CASES, Case
 
 Obj = dict[str, Any]
-
-# The releases tests/k8s builds, newest first: ("1.37", "1.34").
-K8S_VERSIONS = tuple(release.removeprefix("v") for release in releases())
 
 
 def validate(obj: Obj) -> None:
@@ -49,78 +51,6 @@ def as_pod(spec: Obj) -> Obj:
         "metadata": {"name": "trainer", "namespace": "ml"},
         "spec": spec,
     }
-
-
-# ---- the rules `validatePodResourceClaim` / `validateResourceClaimNames` add --------------
-# (kubernetes pkg/apis/core/validation; see /work/shared/reference/dra-api.md section 2)
-
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
-def is_dns_label(value: Any) -> bool:
-    return isinstance(value, str) and len(value) <= 63 and bool(_DNS_LABEL.fullmatch(value))
-
-
-def is_dns_subdomain(value: Any) -> bool:
-    return isinstance(value, str) and len(value) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(value))
-
-
-def pod_claim_errors(spec: Obj) -> list[str]:
-    """The errors the apiserver reports for the DRA claims of a pod spec, [] when valid."""
-    errors: list[str] = []
-    pod_names: set[str] = set()
-    for i, claim in enumerate(spec.get("resourceClaims") or []):
-        where = f"spec.resourceClaims[{i}]"
-        name = claim.get("name")
-        if not name:
-            errors.append(f"{where}.name: Required value")
-        elif name in pod_names:
-            errors.append(f"{where}.name: Duplicate value: {name!r}")
-        elif not is_dns_label(name):
-            errors.append(f"{where}.name: Invalid value: {name!r}: not a DNS label")
-        else:
-            pod_names.add(name)
-        sources = [
-            (key, claim[key])
-            for key in ("resourceClaimName", "resourceClaimTemplateName")
-            if claim.get(key) is not None
-        ]
-        if len(sources) != 1:
-            errors.append(
-                f"{where}: Invalid value: must specify one of: "
-                "`resourceClaimName`, `resourceClaimTemplateName`"
-            )
-        for key, value in sources:
-            if not is_dns_subdomain(value):
-                errors.append(f"{where}.{key}: Invalid value: {value!r}: not a DNS subdomain")
-    for field in ("initContainers", "containers"):
-        for c, container in enumerate(spec.get(field) or []):
-            claims = (container.get("resources") or {}).get("claims") or []
-            used: set[tuple[str, str]] = set()
-            for i, ref in enumerate(claims):
-                where = f"spec.{field}[{c}].resources.claims[{i}]"
-                name, request = ref.get("name"), ref.get("request") or ""
-                if not name:
-                    errors.append(f"{where}.name: Required value")
-                    continue
-                if request and not is_dns_label(request):
-                    errors.append(f"{where}.request: Invalid value: {request!r}: not a DNS label")
-                # The same claim twice, the same request twice, or a whole claim and one of
-                # its requests; different requests of one claim are fine.
-                if (
-                    any(n == name for n, _ in used)
-                    if not request
-                    else bool({(name, request), (name, "")} & used)
-                ):
-                    errors.append(f"{where}: Duplicate value: {name}/{request}")
-                used.add((name, request))
-                if name not in pod_names:
-                    errors.append(
-                        f"{where}: Not found: {name!r}: must be one of the names in "
-                        "pod.spec.resourceClaims"
-                    )
-    return errors
 
 
 def test_the_claim_checker_catches_what_the_apiserver_rejects() -> None:
@@ -285,40 +215,6 @@ def test_random_templates_are_valid(spec: Obj, setup: tuple[Policy, Catalog]) ->
 @given(spec=pod_specs, setup=setups)
 def test_random_valid_pods_keep_valid_claims(spec: Obj, setup: tuple[Policy, Catalog]) -> None:
     """A pod whose claims the apiserver accepts still has acceptable claims afterwards."""
-    if _claims_are_checkable(spec) and not pod_claim_errors(spec):
+    if claims_checkable(spec) and not pod_claim_errors(spec):
         result = translate(spec, *setup)
         assert pod_claim_errors(result.spec) == []
-
-
-def _claims_are_checkable(spec: Obj) -> bool:
-    """Is every claim-related field of the right JSON type (what the schema ensures)?"""
-
-    def list_of_maps(value: Any) -> bool:
-        return value is None or (
-            isinstance(value, list) and all(isinstance(v, dict) for v in value)
-        )
-
-    def str_or_none(obj: Obj, *keys: str) -> bool:
-        return all(obj.get(k) is None or isinstance(obj[k], str) for k in keys)
-
-    claims = spec.get("resourceClaims")
-    if not list_of_maps(claims):
-        return False
-    if not all(
-        str_or_none(c, "name", "resourceClaimName", "resourceClaimTemplateName")
-        for c in claims or []
-    ):
-        return False
-    for field in ("initContainers", "containers"):
-        containers = spec.get(field)
-        if not list_of_maps(containers):
-            return False
-        for container in containers or []:
-            resources = container.get("resources")
-            if resources is None:
-                continue
-            if not isinstance(resources, dict) or not list_of_maps(resources.get("claims")):
-                return False
-            if not all(str_or_none(r, "name", "request") for r in resources.get("claims") or []):
-                return False
-    return True

@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from app.core.policy import load_policy
 from app.webhook.server import create_app
 from app.webhook.settings import Settings
-from tests.unit.fake import FakeCluster
-from tests.unit.pods import container, gpu
+from tests.support.fake import FakeCluster
+from tests.support.pods import container, gpu
 
 
 def review_body(obj: Any, kind: str = "Pod", group: str = "", **extra: Any) -> bytes:

@@ -1,31 +1,20 @@
-"""What every answer to bad input must be, shared by the bad-input tests.
-
-An answer is a clear 400 (one line of text), or a verdict (allowed, with or without warnings
-or a patch, or denied with 403/503): never a 500 and never an exception. A patch must apply to
-the pod as sent, and the patched pod must have no error the apiserver would report that the
-pod did not have already; nor may it lose all of them (the webhook does not quietly repair a
-pod the apiserver would have rejected).
-"""
+"""What the API server rejects, as far as translation can touch it: the strict schemas of each
+release the tests build, and the rules of pkg/apis/core/validation the schemas cannot say."""
 
 from __future__ import annotations
 
-import base64
 import functools
 import re
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import jsonpatch
-import orjson
 from kubernetes_validate import utils as kv
 
-from tests.unit.test_schemas import K8S_VERSIONS, pod_claim_errors
+from tests.support.controlplane import releases
 
 Obj = dict[str, Any]
 
-CORPUS = Path(__file__).parent / "corpus"
-CORPUS_POLICY = CORPUS / "policy.yaml"  # the default policy, migration enabled by default
+# The releases tests/k8s builds, newest first: ("1.37", "1.34").
+K8S_VERSIONS = tuple(release.removeprefix("v") for release in releases())
 
 # ---- the strict schemas of each tested release, every error at once -----------------------
 
@@ -107,7 +96,79 @@ def node_errors(spec: Obj) -> list[str]:
     return errors
 
 
-def _claims_checkable(spec: Obj) -> bool:
+# ---- the rules `validatePodResourceClaim` / `validateResourceClaimNames` add --------------
+# (kubernetes pkg/apis/core/validation; see /work/shared/reference/dra-api.md section 2)
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def is_dns_label(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= 63 and bool(_DNS_LABEL.fullmatch(value))
+
+
+def is_dns_subdomain(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(value))
+
+
+def pod_claim_errors(spec: Obj) -> list[str]:
+    """The errors the apiserver reports for the DRA claims of a pod spec, [] when valid."""
+    errors: list[str] = []
+    pod_names: set[str] = set()
+    for i, claim in enumerate(spec.get("resourceClaims") or []):
+        where = f"spec.resourceClaims[{i}]"
+        name = claim.get("name")
+        if not name:
+            errors.append(f"{where}.name: Required value")
+        elif name in pod_names:
+            errors.append(f"{where}.name: Duplicate value: {name!r}")
+        elif not is_dns_label(name):
+            errors.append(f"{where}.name: Invalid value: {name!r}: not a DNS label")
+        else:
+            pod_names.add(name)
+        sources = [
+            (key, claim[key])
+            for key in ("resourceClaimName", "resourceClaimTemplateName")
+            if claim.get(key) is not None
+        ]
+        if len(sources) != 1:
+            errors.append(
+                f"{where}: Invalid value: must specify one of: "
+                "`resourceClaimName`, `resourceClaimTemplateName`"
+            )
+        for key, value in sources:
+            if not is_dns_subdomain(value):
+                errors.append(f"{where}.{key}: Invalid value: {value!r}: not a DNS subdomain")
+    for field in ("initContainers", "containers"):
+        for c, container in enumerate(spec.get(field) or []):
+            claims = (container.get("resources") or {}).get("claims") or []
+            used: set[tuple[str, str]] = set()
+            for i, ref in enumerate(claims):
+                where = f"spec.{field}[{c}].resources.claims[{i}]"
+                name, request = ref.get("name"), ref.get("request") or ""
+                if not name:
+                    errors.append(f"{where}.name: Required value")
+                    continue
+                if request and not is_dns_label(request):
+                    errors.append(f"{where}.request: Invalid value: {request!r}: not a DNS label")
+                # The same claim twice, the same request twice, or a whole claim and one of
+                # its requests; different requests of one claim are fine.
+                if (
+                    any(n == name for n, _ in used)
+                    if not request
+                    else bool({(name, request), (name, "")} & used)
+                ):
+                    errors.append(f"{where}: Duplicate value: {name}/{request}")
+                used.add((name, request))
+                if name not in pod_names:
+                    errors.append(
+                        f"{where}: Not found: {name!r}: must be one of the names in "
+                        "pod.spec.resourceClaims"
+                    )
+    return errors
+
+
+def claims_checkable(spec: Obj) -> bool:
     """pod_claim_errors reads the claim fields as the schema types them."""
 
     def maps(value: Any) -> bool:
@@ -154,111 +215,6 @@ def pod_errors(pod: Obj) -> set[str]:
     spec = pod.get("spec")
     if isinstance(spec, dict):
         errors.update(node_errors(spec))
-        if _claims_checkable(spec):
+        if claims_checkable(spec):
             errors.update(pod_claim_errors(spec))
     return errors
-
-
-def check_patch(pod: Obj, ops: list[Obj]) -> Obj:
-    """The patched pod, after checking that the patch applies and adds no error."""
-    patched: Obj = jsonpatch.apply_patch(pod, ops, in_place=False)
-    before, after = pod_errors(pod), pod_errors(patched)
-    assert after <= before, f"the patch adds errors: {sorted(after - before)}"
-    # An unknown field is dropped when the API server decodes the pod, before admission: the
-    # webhook never sees it, so removing the object that held it hides nothing.
-    rejected = {e for e in before if _UNKNOWN_FIELD not in e}
-    assert after or not rejected, f"the patch hides the pod's errors: {sorted(rejected)}"
-    return patched
-
-
-_UNKNOWN_FIELD = "Additional properties are not allowed"
-
-
-# ---- answers -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    text: str
-    verdict: Obj | None  # AdmissionReview.response, for status 200
-
-    @property
-    def ops(self) -> list[Obj]:
-        assert self.verdict is not None
-        patch = self.verdict.get("patch")
-        return orjson.loads(base64.b64decode(patch)) if patch else []
-
-    @property
-    def outcome(self) -> str:
-        """400, allowed, warned, patched or denied: the corpus file names say which."""
-        if self.verdict is None:
-            return str(self.status)
-        if not self.verdict["allowed"]:
-            return "denied"
-        if "patch" in self.verdict:
-            return "patched"
-        return "warned" if self.verdict.get("warnings") else "allowed"
-
-
-def check_answer(status: int, body: bytes, uid: Any = None) -> Answer:
-    """Only a one-line 400 (or 413) or an AdmissionReview verdict that echoes the uid."""
-    text = body.decode()
-    assert status in (200, 400, 413), (status, text[:500])
-    if status != 200:
-        assert text.endswith("\n") and text.count("\n") == 1, text[:500]
-        return Answer(status, text, None)
-    review = orjson.loads(body)
-    assert review["apiVersion"] == "admission.k8s.io/v1" and review["kind"] == "AdmissionReview"
-    verdict: Obj = review["response"]
-    if uid is not None:
-        assert verdict["uid"] == uid
-    if not verdict["allowed"]:
-        assert verdict["status"]["code"] in (403, 503), verdict  # 500: a bug of ours
-        assert "patch" not in verdict
-    if "patch" in verdict:
-        assert verdict["patchType"] == "JSONPatch"
-    for warning in verdict.get("warnings", []):
-        assert isinstance(warning, str) and warning
-    return Answer(status, text, verdict)
-
-
-def check_translate_answer(status: int, body: bytes, yaml_wanted: bool = False) -> Any:
-    """A one-line 400 (or 413), or the translation as JSON or YAML: never a 500."""
-    import yaml
-
-    text = body.decode()
-    assert status in (200, 400, 413), (status, text[:500])
-    if status != 200:
-        assert text.endswith("\n") and text.count("\n") == 1, text[:500]
-        return None
-    if yaml_wanted:
-        return list(yaml.safe_load_all(text))
-    result = orjson.loads(body)
-    assert set(result) == {"documents", "templates", "warnings"}
-    return result
-
-
-def corpus(endpoint: str) -> list[Path]:
-    """The corpus files for `endpoint`, named `<outcome>--<what>.<ext>`."""
-    return sorted((CORPUS / endpoint).iterdir())
-
-
-def outcome_of(path: Path) -> str:
-    return path.name.split("--", 1)[0]
-
-
-def uid_of(body: bytes) -> Any:
-    try:
-        return orjson.loads(body)["request"]["uid"]
-    except Exception:
-        return None
-
-
-def pod_of(body: bytes) -> Obj | None:
-    """The pod in a review body, if there is one to patch."""
-    try:
-        obj = orjson.loads(body)["request"]["object"]
-    except Exception:
-        return None
-    return obj if isinstance(obj, dict) else None

@@ -1,0 +1,757 @@
+"""The translator's table: pod spec -> expected pod spec, templates, warnings, one Case a rule."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from app.core.templates import sharing_config
+from tests.support.pods import GPU, MIG, PRODUCT_A100, Obj, claimed, container, gpu, pod_claim, tpl
+
+MEM = "device.capacity['gpu.nvidia.com'].memory"
+HAS_MEM = "'memory' in device.capacity['gpu.nvidia.com']"
+ATTR = "device.attributes['gpu.nvidia.com']"
+PRODUCT = "nvidia.com/gpu.product"
+TIME_SLICED = sharing_config(
+    "GpuConfig",
+    json.dumps({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}}),
+)
+
+
+def mem_range(mib: int) -> str:
+    low, high = f"quantity('{mib}Mi')", f"quantity('{mib + 1}Mi')"
+    return f"({MEM}.compareTo({low}) >= 0 && {MEM}.compareTo({high}) < 0)"
+
+
+def product(name: str) -> str:
+    return f"{ATTR}.productName.replace(' ', '-') == '{name}'"
+
+
+def required(*exprs: Obj) -> Obj:
+    """A required node affinity of one term."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": list(exprs)}]
+            }
+        }
+    }
+
+
+def expr(key: str, op: str, *values: str) -> Obj:
+    return {"key": key, "operator": op, **({"values": list(values)} if values else {})}
+
+
+FAMILY = "device.attributes['gpu.nvidia.com'].architecture.lowerAscii().replace(' ', '-')"
+
+
+def profile(p: str) -> str:
+    return f"device.attributes['gpu.nvidia.com'].profile == '{p}'"
+
+
+@dataclass
+class Case:
+    id: str
+    spec: Obj
+    expected: Obj | str | None  # None: the spec comes back unchanged (the very same object)
+    templates: list[tuple[str, str, int, tuple[str, ...]]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # substrings, one per warning, in order
+    policy: Obj | None = None  # fields over the embedded default policy
+
+
+A100_1G5 = "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
+MIG_1G5 = (profile("1g.5gb"), PRODUCT_A100)
+
+MIG_SINGLE_CASES = [
+    Case(
+        "MIG single strategy: nvidia.com/gpu on a <model>-MIG-<profile> node is a MIG device",
+        {"nodeSelector": {PRODUCT: A100_1G5}, "containers": [container("c", gpu(1))]},
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", MIG, 1, *MIG_1G5))],
+        },
+        [("gpu", MIG, 1, MIG_1G5)],
+    ),
+    Case(
+        "MIG single strategy: GFD's `.me` is the driver's `+me`",
+        {
+            "nodeSelector": {PRODUCT: "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb.me"},
+            "containers": [container("c", gpu(2))],
+        },
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [
+                pod_claim(
+                    "c-gpu",
+                    tpl("gpu", MIG, 2, profile("1g.10gb+me"), product("NVIDIA-A100-SXM4-80GB")),
+                )
+            ],
+        },
+        [("gpu", MIG, 2, (profile("1g.10gb+me"), product("NVIDIA-A100-SXM4-80GB")))],
+    ),
+    Case(
+        "MIG single strategy in an affinity: gpu.memory is the MIG device's memory there",
+        {
+            "affinity": required(
+                expr(PRODUCT, "In", A100_1G5, "NVIDIA-A100-SXM4-80GB-MIG-1g.5gb"),
+                expr("nvidia.com/gpu.memory", "In", "4864"),
+            ),
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [
+                pod_claim(
+                    "c-gpu",
+                    tpl(
+                        "gpu",
+                        MIG,
+                        1,
+                        profile("1g.5gb"),
+                        f"{ATTR}.productName.replace(' ', '-') in "
+                        "['NVIDIA-A100-SXM4-40GB', 'NVIDIA-A100-SXM4-80GB']",
+                        f"({HAS_MEM} && {mem_range(4864)})",
+                    ),
+                )
+            ],
+        },
+        [
+            (
+                "gpu",
+                MIG,
+                1,
+                (
+                    profile("1g.5gb"),
+                    f"{ATTR}.productName.replace(' ', '-') in "
+                    "['NVIDIA-A100-SXM4-40GB', 'NVIDIA-A100-SXM4-80GB']",
+                    f"({HAS_MEM} && {mem_range(4864)})",
+                ),
+            )
+        ],
+    ),
+    Case(
+        "MIG single strategy, -MIG-INVALID: left as is",
+        {
+            "nodeSelector": {PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-INVALID"},
+            "containers": [container("c", gpu(1))],
+        },
+        None,
+        warnings=["-MIG-INVALID; pod left as is"],
+    ),
+    Case(
+        "MIG single strategy, a profile the driver does not name: left as is",
+        {
+            "nodeSelector": {PRODUCT: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb.xx"},
+            "containers": [container("c", gpu(1))],
+        },
+        None,
+        warnings=["MIG profile 1g.5gb.xx is not one the DRA driver names"],
+    ),
+    Case(
+        "MIG single strategy and whole GPUs in one In list: left as is",
+        {
+            "affinity": required(expr(PRODUCT, "In", A100_1G5, "NVIDIA-A100-SXM4-40GB")),
+            "containers": [container("c", gpu(1))],
+        },
+        None,
+        warnings=["selects whole GPUs and MIG single-strategy nodes at once"],
+    ),
+    Case(
+        "MIG single strategy with migSingle: none: left as is",
+        {"nodeSelector": {PRODUCT: A100_1G5}, "containers": [container("c", gpu(1))]},
+        None,
+        warnings=["has no migSingle mapping"],
+        policy={"migSingle": "none"},
+    ),
+    Case(
+        "avoiding MIG single-strategy nodes asks nothing of a whole GPU",
+        {
+            "affinity": required(expr(PRODUCT, "NotIn", A100_1G5, "Tesla-T4")),
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1, f"!({product('Tesla-T4')})"))],
+        },
+        [("gpu", GPU, 1, (f"!({product('Tesla-T4')})",))],
+    ),
+]
+
+SHARED_NODE = {PRODUCT: "NVIDIA-A100-SXM4-40GB-SHARED", "nvidia.com/gpu.replicas": "4"}
+SHARED_CASES = [
+    Case(
+        "a -SHARED product: shared replicas would become exclusive, left as is",
+        {"nodeSelector": SHARED_NODE, "containers": [container("c", gpu(1))]},
+        None,
+        warnings=["picks shared GPUs (time-slicing or MPS replicas) for nvidia.com/gpu"],
+    ),
+    Case(
+        "a sharing strategy in an affinity: left as is",
+        {
+            "affinity": required(expr("nvidia.com/gpu.sharing-strategy", "In", "mps")),
+            "containers": [container("c", gpu(1))],
+        },
+        None,
+        warnings=["it would become exclusive"],
+    ),
+    Case(
+        "any number of replicas: left as is",
+        {
+            "affinity": required(expr("nvidia.com/gpu.replicas", "Exists")),
+            "containers": [container("c", gpu(1))],
+        },
+        None,
+        warnings=["nvidia.com/gpu.replicas (Exists)"],
+    ),
+    Case(
+        "sharing: TimeSlicing: the claim carries the driver's sharing config",
+        {"nodeSelector": SHARED_NODE, "containers": [container("c", gpu(1))]},
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [
+                pod_claim("c-gpu", tpl("gpu", GPU, 1, PRODUCT_A100, config=TIME_SLICED))
+            ],
+        },
+        [("gpu", GPU, 1, (PRODUCT_A100,))],
+        ["shared by TimeSlicing only among this pod's containers"],
+        policy={"mappings": {"nvidia.com/gpu": {"deviceClassName": GPU, "sharing": "TimeSlicing"}}},
+    ),
+    Case(
+        "nvidia.com/gpu.shared mapped with sharing",
+        {"containers": [container("c", {"nvidia.com/gpu.shared": 2})]},
+        {
+            "containers": [claimed("c", "c-gpu-shared")],
+            "resourceClaims": [
+                pod_claim("c-gpu-shared", tpl("gpu-shared", GPU, 2, config=TIME_SLICED))
+            ],
+        },
+        [("gpu-shared", GPU, 2, ())],
+        ["shared by TimeSlicing"],
+        policy={
+            "mappings": {
+                "nvidia.com/gpu.shared": {"deviceClassName": GPU, "sharing": "TimeSlicing"}
+            }
+        },
+    ),
+    Case(
+        "not shared: sharing-strategy none and avoiding -SHARED ask nothing of a device",
+        {
+            "affinity": required(
+                expr("nvidia.com/gpu.sharing-strategy", "In", "none"),
+                expr(PRODUCT, "NotIn", "NVIDIA-A100-SXM4-40GB-SHARED"),
+            ),
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+    ),
+]
+
+COMPANION_CASES = [
+    Case(
+        "HAMi fractions: gpumem and gpucores come with nvidia.com/gpu; left as is",
+        {
+            "containers": [
+                container("c", {**gpu(1), "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 30})
+            ]
+        },
+        None,
+        warnings=["nvidia.com/gpumem, nvidia.com/gpucores come with nvidia.com/gpu"],
+    ),
+    Case(
+        "a companion in another container does not hold this one back",
+        {
+            "containers": [
+                container("a", gpu(1)),
+                container("b", {"nvidia.com/gpumem-percentage": 50}),
+            ]
+        },
+        {
+            "containers": [
+                claimed("a", "a-gpu"),
+                container("b", {"nvidia.com/gpumem-percentage": 50}),
+            ],
+            "resourceClaims": [pod_claim("a-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+    ),
+]
+
+
+def version(attribute: str, test: str) -> str:
+    return f"('{attribute}' in {ATTR} && {ATTR}.{attribute}{test})"
+
+
+VERSION_CASES = [
+    Case(
+        "GFD compute capability and driver version become version selectors",
+        {
+            "nodeSelector": {
+                "nvidia.com/gpu.compute.major": "8",
+                "nvidia.com/cuda.driver-version.full": "550.107.02",
+            },
+            "affinity": required(
+                expr("nvidia.com/gpu.compute.minor", "In", "0", "6"),
+                expr("nvidia.com/cuda.runtime-version.major", "Gt", "11"),
+                expr("nvidia.com/gpu.memory", "Lt", "81920"),
+            ),
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [
+                pod_claim(
+                    "c-gpu",
+                    tpl(
+                        "gpu",
+                        GPU,
+                        1,
+                        version("cudaComputeCapability", ".major() == 8"),
+                        version("driverVersion", ".compareTo(semver('550.107.2')) == 0"),
+                        version("cudaComputeCapability", ".minor() in [0, 6]"),
+                        version("cudaDriverVersion", ".major() > 11"),
+                        f"({HAS_MEM} && {MEM}.compareTo(quantity('81920Mi')) < 0)",
+                    ),
+                )
+            ],
+        },
+        [
+            (
+                "gpu",
+                GPU,
+                1,
+                (
+                    version("cudaComputeCapability", ".major() == 8"),
+                    version("driverVersion", ".compareTo(semver('550.107.2')) == 0"),
+                    version("cudaComputeCapability", ".minor() in [0, 6]"),
+                    version("cudaDriverVersion", ".major() > 11"),
+                    f"({HAS_MEM} && {MEM}.compareTo(quantity('81920Mi')) < 0)",
+                ),
+            )
+        ],
+    ),
+    Case(
+        "a driver version GFD did not write as a version stays a node term",
+        {
+            "nodeSelector": {"nvidia.com/cuda.driver-version.full": "550.x"},
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "nodeSelector": {"nvidia.com/cuda.driver-version.full": "550.x"},
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+        ["has no exact device attribute"],
+    ),
+]
+
+
+CASES = [
+    Case(
+        "one container, two GPUs",
+        {"containers": [container("train", gpu(2))]},
+        {
+            "containers": [claimed("train", "train-gpu")],
+            "resourceClaims": [pod_claim("train-gpu", tpl("gpu", GPU, 2))],
+        },
+        [("gpu", GPU, 2, ())],
+    ),
+    Case(
+        "quoted count, equal request; other resources stay",
+        {"containers": [container("c", {**gpu("2"), "cpu": "1"}, {**gpu("2"), "memory": "1Gi"})]},
+        {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "cuda:12",
+                    "resources": {
+                        "limits": {"cpu": "1"},
+                        "requests": {"memory": "1Gi"},
+                        "claims": [{"name": "c-gpu"}],
+                    },
+                }
+            ],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 2))],
+        },
+        [("gpu", GPU, 2, ())],
+    ),
+    Case(
+        "zero GPUs: key removed, no claim",
+        {"containers": [container("c", {**gpu(0), "cpu": "1"})]},
+        {"containers": [container("c", {"cpu": "1"})]},
+    ),
+    Case(
+        "more than 32 devices: left as is",
+        {"containers": [container("c", gpu(33))]},
+        None,
+        warnings=["33 devices exceed the 32"],
+    ),
+    *(
+        Case(
+            f"count {bad!r} is not a non-negative integer",
+            {"containers": [container("c", gpu(bad))]},
+            None,
+            warnings=["not a non-negative integer"],
+        )
+        for bad in ("abc", -1, 1.5, True, "1e-3", "2.5", "")
+    ),
+    Case(
+        "request without limit: left as is",
+        {"containers": [container("c", requests=gpu(1))]},
+        None,
+        warnings=["without a limit"],
+    ),
+    Case(
+        "request differs from limit: left as is",
+        {"containers": [container("c", gpu(2), gpu(1))]},
+        None,
+        warnings=["differs from its limit"],
+    ),
+    Case(
+        "mixed-strategy MIG",
+        {"containers": [container("c", {"nvidia.com/mig-1g.10gb": 1})]},
+        {
+            "containers": [claimed("c", "c-mig-1g-10gb")],
+            "resourceClaims": [
+                pod_claim("c-mig-1g-10gb", tpl("mig-1g-10gb", MIG, 1, profile("1g.10gb")))
+            ],
+        },
+        [("mig-1g-10gb", MIG, 1, (profile("1g.10gb"),))],
+    ),
+    Case(
+        "MIG with media extensions: the plugin's `.me` is the driver's `+me`",
+        {"containers": [container("c", {"nvidia.com/mig-1g.10gb.me": "2"})]},
+        {
+            "containers": [claimed("c", "c-mig-1g-10gb-me")],
+            "resourceClaims": [
+                pod_claim("c-mig-1g-10gb-me", tpl("mig-1g-10gb-me", MIG, 2, profile("1g.10gb+me")))
+            ],
+        },
+        [("mig-1g-10gb-me", MIG, 2, (profile("1g.10gb+me"),))],
+    ),
+    Case(
+        "not a MIG profile: left as is",
+        {"containers": [container("c", {"nvidia.com/mig-large": 1})]},
+        None,
+        warnings=["does not name a MIG profile"],
+    ),
+    Case(
+        "shared GPU replicas would become exclusive: left as is",
+        {"containers": [container("c", {"nvidia.com/gpu.shared": 1})]},
+        None,
+        warnings=["it would become exclusive"],
+    ),
+    Case(
+        "regular init container reuses the app container's claim",
+        {
+            "initContainers": [container("prep", gpu(1))],
+            "containers": [container("main", gpu(2))],
+        },
+        {
+            "initContainers": [claimed("prep", "main-gpu")],
+            "containers": [claimed("main", "main-gpu")],
+            "resourceClaims": [pod_claim("main-gpu", tpl("gpu", GPU, 2))],
+        },
+        [("gpu", GPU, 2, ())],
+    ),
+    Case(
+        "init container needing more than any one app claim reuses several",
+        {
+            "initContainers": [container("prep", gpu(3))],
+            "containers": [container("a", gpu(2)), container("b", gpu(2))],
+        },
+        {
+            "initContainers": [claimed("prep", "a-gpu", "b-gpu")],
+            "containers": [claimed("a", "a-gpu"), claimed("b", "b-gpu")],
+            "resourceClaims": [
+                pod_claim("a-gpu", tpl("gpu", GPU, 2)),
+                pod_claim("b-gpu", tpl("gpu", GPU, 2)),
+            ],
+        },
+        [("gpu", GPU, 2, ())],
+    ),
+    Case(
+        "init container needing more than all app claims gets its own, with a warning",
+        {
+            "initContainers": [container("prep", gpu(4))],
+            "containers": [container("main", gpu(1))],
+        },
+        {
+            "initContainers": [claimed("prep", "prep-gpu")],
+            "containers": [claimed("main", "main-gpu")],
+            "resourceClaims": [
+                pod_claim("main-gpu", tpl("gpu", GPU, 1)),
+                pod_claim("prep-gpu", tpl("gpu", GPU, 4)),
+            ],
+        },
+        [("gpu", GPU, 1, ()), ("gpu", GPU, 4, ())],
+        ["holds 5 devices where the device plugin gave it 4"],
+    ),
+    Case(
+        "an init container alone in asking gets its own claim: no more devices, no warning",
+        {
+            "initContainers": [container("fetch", gpu(2))],
+            "containers": [container("main")],
+        },
+        {
+            "initContainers": [claimed("fetch", "fetch-gpu")],
+            "containers": [container("main")],
+            "resourceClaims": [pod_claim("fetch-gpu", tpl("gpu", GPU, 2))],
+        },
+        [("gpu", GPU, 2, ())],
+        [],
+    ),
+    Case(
+        "sidecar gets a claim of its own",
+        {
+            "initContainers": [container("side", gpu(1), restartPolicy="Always")],
+            "containers": [container("main", gpu(1))],
+        },
+        {
+            "initContainers": [claimed("side", "side-gpu", restartPolicy="Always")],
+            "containers": [claimed("main", "main-gpu")],
+            "resourceClaims": [
+                pod_claim("main-gpu", tpl("gpu", GPU, 1)),
+                pod_claim("side-gpu", tpl("gpu", GPU, 1)),
+            ],
+        },
+        [("gpu", GPU, 1, ())],
+    ),
+    Case(
+        "existing claims kept, ours appended under a name that does not collide",
+        {
+            "resourceClaims": [{"name": "c-gpu", "resourceClaimName": "shared"}],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "x",
+                    "resources": {"limits": gpu(1), "claims": [{"name": "c-gpu"}]},
+                }
+            ],
+        },
+        {
+            "resourceClaims": [
+                {"name": "c-gpu", "resourceClaimName": "shared"},
+                pod_claim("c-gpu-73eec9", tpl("gpu", GPU, 1)),
+            ],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "x",
+                    "resources": {"claims": [{"name": "c-gpu"}, {"name": "c-gpu-73eec9"}]},
+                }
+            ],
+        },
+        [("gpu", GPU, 1, ())],
+    ),
+    Case(
+        "two containers of one shape share one template",
+        {"containers": [container("a", gpu(1)), container("b", gpu(1)), container("log")]},
+        {
+            "containers": [claimed("a", "a-gpu"), claimed("b", "b-gpu"), container("log")],
+            "resourceClaims": [
+                pod_claim("a-gpu", tpl("gpu", GPU, 1)),
+                pod_claim("b-gpu", tpl("gpu", GPU, 1)),
+            ],
+        },
+        [("gpu", GPU, 1, ())],
+    ),
+    Case(
+        "GFD product nodeSelector becomes a CEL selector; other node labels stay",
+        {
+            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "zone": "a"},
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "nodeSelector": {"zone": "a"},
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1, PRODUCT_A100))],
+        },
+        [("gpu", GPU, 1, (PRODUCT_A100,))],
+    ),
+    *MIG_SINGLE_CASES,
+    *SHARED_CASES,
+    *COMPANION_CASES,
+    *VERSION_CASES,
+    Case(
+        "GFD memory and family in required node affinity; the term keeps the rest",
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "nvidia.com/gpu.memory",
+                                        "operator": "In",
+                                        "values": ["40960"],
+                                    },
+                                    {
+                                        "key": "nvidia.com/gpu.family",
+                                        "operator": "In",
+                                        "values": ["ampere", "hopper"],
+                                    },
+                                    {"key": "zone", "operator": "In", "values": ["a"]},
+                                ]
+                            }
+                        ]
+                    }
+                },
+                "podAntiAffinity": {"x": 1},
+            },
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "zone", "operator": "In", "values": ["a"]}
+                                ]
+                            }
+                        ]
+                    }
+                },
+                "podAntiAffinity": {"x": 1},
+            },
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [
+                pod_claim(
+                    "c-gpu",
+                    tpl(
+                        "gpu",
+                        GPU,
+                        1,
+                        f"({HAS_MEM} && {mem_range(40960)})",
+                        f"{FAMILY} in ['ampere', 'hopper']",
+                    ),
+                )
+            ],
+        },
+        [
+            (
+                "gpu",
+                GPU,
+                1,
+                (
+                    f"({HAS_MEM} && {mem_range(40960)})",
+                    f"{FAMILY} in ['ampere', 'hopper']",
+                ),
+            )
+        ],
+    ),
+    Case(
+        "an affinity of only GFD terms disappears",
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "nvidia.com/gpu.product",
+                                        "operator": "NotIn",
+                                        "values": ["Tesla-T4"],
+                                    },
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [
+                pod_claim(
+                    "c-gpu",
+                    tpl(
+                        "gpu",
+                        GPU,
+                        1,
+                        "!(device.attributes['gpu.nvidia.com'].productName"
+                        ".replace(' ', '-') == 'Tesla-T4')",
+                    ),
+                )
+            ],
+        },
+        [
+            (
+                "gpu",
+                GPU,
+                1,
+                (
+                    "!(device.attributes['gpu.nvidia.com'].productName"
+                    ".replace(' ', '-') == 'Tesla-T4')",
+                ),
+            )
+        ],
+    ),
+    Case(
+        "several affinity terms on GFD labels are not translated",
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "nvidia.com/gpu.product",
+                                        "operator": "In",
+                                        "values": ["A"],
+                                    }
+                                ]
+                            },
+                            {
+                                "matchExpressions": [
+                                    {"key": "zone", "operator": "In", "values": ["b"]}
+                                ]
+                            },
+                        ]
+                    }
+                }
+            },
+            "containers": [container("c", gpu(1))],
+        },
+        "SAME_AFFINITY",
+        [("gpu", GPU, 1, ())],
+        ["several terms on GFD labels"],
+    ),
+    Case(
+        "whole-GPU memory cannot select a MIG device: it stays a node term",
+        {
+            "nodeSelector": {"nvidia.com/gpu.memory": "40960"},
+            "containers": [container("c", {"nvidia.com/mig-1g.5gb": 1})],
+        },
+        {
+            "nodeSelector": {"nvidia.com/gpu.memory": "40960"},
+            "containers": [claimed("c", "c-mig-1g-5gb")],
+            "resourceClaims": [
+                pod_claim("c-mig-1g-5gb", tpl("mig-1g-5gb", MIG, 1, profile("1g.5gb")))
+            ],
+        },
+        [("mig-1g-5gb", MIG, 1, (profile("1g.5gb"),))],
+        ["nvidia.com/gpu.memory (In 40960) has no exact device attribute"],
+    ),
+    Case(
+        "NVIDIA_VISIBLE_DEVICES read by the app",
+        {"containers": [container("c", gpu(1), args=["echo $NVIDIA_VISIBLE_DEVICES"])]},
+        {
+            "containers": [claimed("c", "c-gpu", args=["echo $NVIDIA_VISIBLE_DEVICES"])],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+        ["NVIDIA_VISIBLE_DEVICES"],
+    ),
+    Case("no GPUs: nothing to do", {"containers": [container("c", {"cpu": "1"})]}, None),
+]
