@@ -4,15 +4,14 @@ The binaries come from tests/k8s/build.sh, one directory per Kubernetes release
 (<bin>/v1.37, <bin>/v1.34: see releases()), with helm once in <bin>. There is no kubelet:
 pods are scheduled and bound (including DRA allocation) but never run. Authentication uses a
 static token file: an admin in system:masters, plus the users that the default RBAC roles bind
-for the controller-manager and the scheduler. The apiserver serves with a certificate from a
-CA generated here.
+for the controller-manager and the scheduler. The apiserver serves with a certificate that
+app.webhook.certs.make_certs makes, as `gpu2dra certs` does for the webhook.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import datetime
 import ipaddress
 import json
 import os
@@ -30,12 +29,11 @@ from types import TracebackType
 from typing import Any
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from kubernetes import client, config
 
+from app.webhook.certs import make_certs
 from tests.support.ports import free_port
 
 Obj = dict[str, Any]
@@ -106,87 +104,32 @@ def _die_with_parent() -> None:
     libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
 def _write_certificates(pki: Path) -> None:
-    """ca.crt, apiserver.{crt,key} (serving 127.0.0.1) and the service-account key pair."""
-    now = datetime.datetime.now(datetime.UTC)
-    not_before = now - datetime.timedelta(minutes=5)
-    not_after = now + datetime.timedelta(days=1)
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpu2dra-e2e-ca")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-
-    server_key = ec.generate_private_key(ec.SECP256R1())
-    sans: list[x509.GeneralName] = [
-        x509.DNSName(name)
-        for name in (
+    """ca.crt, apiserver.{crt,key} (serving 127.0.0.1 and the kubernetes Service) and the
+    service-account key pair."""
+    # A CA and a serving certificate of the shape `gpu2dra certs` makes for the webhook.
+    serving = make_certs(
+        [
             "localhost",
             "kubernetes",
             "kubernetes.default",
             "kubernetes.default.svc",
             "kubernetes.default.svc.cluster.local",
-        )
-    ]
-    sans += [
-        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-        x509.IPAddress(next(ipaddress.IPv4Network(SERVICE_CLUSTER_IP_RANGE).hosts())),
-    ]
-    server_cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_name)
-        .public_key(server_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
-        )
-        .sign(ca_key, hashes.SHA256())
+        ],
+        ["127.0.0.1", str(next(ipaddress.IPv4Network(SERVICE_CLUSTER_IP_RANGE).hosts()))],
+        days=1,
     )
-
+    # A signing key, not a certificate: make_certs has no use for one.
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     files = {
-        "ca.crt": ca_cert.public_bytes(serialization.Encoding.PEM),
-        "apiserver.crt": server_cert.public_bytes(serialization.Encoding.PEM),
-        "apiserver.key": _pem_key(server_key),
-        "sa.key": _pem_key(sa_key),
+        "ca.crt": serving.ca_cert,
+        "apiserver.crt": serving.cert,
+        "apiserver.key": serving.key,
+        "sa.key": sa_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
         "sa.pub": sa_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         ),
