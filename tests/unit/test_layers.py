@@ -2,6 +2,9 @@
 
 The translation core is pure: it reaches neither the cluster nor HTTP. The webhook and the
 troubleshooting commands never import each other; nothing imports the CLI.
+
+In tests/, no module imports a test module or a conftest: what several suites share is in
+tests/support, what one suite shares among its modules is a helper module beside them.
 """
 
 from __future__ import annotations
@@ -63,3 +66,59 @@ def test_every_room_is_known() -> None:
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(APP)))
 def test_no_module_over_about_400_lines(path: Path) -> None:
     assert len(path.read_text().splitlines()) <= 420, "split it at a seam"
+
+
+# ---- tests/ ------------------------------------------------------------------------------
+
+TESTS = APP.parent / "tests"
+TEST_MODULES = sorted(TESTS.rglob("*.py"))
+
+
+def _test_imports(path: Path) -> set[str]:
+    """The tests.* modules (and names, which may be modules) `path` imports, relative imports
+    made absolute."""
+    package = path.relative_to(TESTS.parent).with_suffix("").parts[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            module = ".".join((*base, *(node.module or "").split("."))).strip(".")
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.split(".")[0] == "tests"}
+
+
+def _file_of(module: str) -> Path | None:
+    path = TESTS.parent.joinpath(*module.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _holds_tests(package: Path) -> bool:
+    return any(package.glob("test_*.py"))
+
+
+@pytest.mark.parametrize("path", TEST_MODULES, ids=lambda p: str(p.relative_to(TESTS)))
+def test_no_test_module_imports_another(path: Path) -> None:
+    """pytest collects a test module once; imported, its tests and fixtures come along too."""
+    for name in _test_imports(path):
+        target = _file_of(name)
+        if target is not None:
+            assert not target.name.startswith("test_"), f"imports test module {name}"
+            assert target.name != "conftest.py", f"imports conftest {name}"
+
+
+@pytest.mark.parametrize("path", TEST_MODULES, ids=lambda p: str(p.relative_to(TESTS)))
+def test_suites_share_through_tests_support(path: Path) -> None:
+    """A suite imports its own helpers, and of the others only packages that hold no tests
+    (tests/support; tests/node, the real node's harness)."""
+    suite = path.relative_to(TESTS).parts[0]
+    for name in _test_imports(path):
+        parts = name.split(".")
+        if len(parts) < 2 or parts[1] == suite or _file_of(name) is None:
+            continue
+        assert not _holds_tests(TESTS / parts[1]), f"imports {name} of another suite"
