@@ -69,6 +69,7 @@ _NOT_POD_SPECS = frozenset({"containerSet"})
 # Argo's container/script/containerSet templates, Tekton's steps, sidecars and stepTemplate.
 _ONE = ("container", "script", "stepTemplate")
 _MANY = ("steps", "sidecars")
+_HOLDERS = frozenset({*_ONE, *_MANY, "containerSet"})
 
 
 def singular_containers(
@@ -86,6 +87,15 @@ def singular_containers(
         return found
     if not isinstance(node, dict) or is_pod_spec(node):
         return found
+    if not _HOLDERS.isdisjoint(node):  # most nodes hold none: no work for them
+        found.extend(_held(node, asks))
+    for key, value in node.items():
+        if key not in _HOLDERS and isinstance(value, dict | list):
+            found.extend(singular_containers(value, asks, depth + 1))
+    return found
+
+
+def _held(node: Obj, asks: Callable[[Obj], list[str]]) -> list[tuple[str, list[str]]]:
     name = node.get("name")
     here = f"template {name!r}" if isinstance(name, str) else "a template"
     held: list[tuple[str, Any]] = [(k, node.get(k)) for k in _ONE]
@@ -95,14 +105,12 @@ def singular_containers(
     for key in _MANY:
         if isinstance(node.get(key), list):
             held.extend((key, c) for c in node[key])
+    found = []
     for key, container in held:
         if isinstance(container, dict) and (resources := asks(_resources_of(container))):
             label = container.get("name")
             what = f"{key} {label!r}" if isinstance(label, str) and key != "container" else key
             found.append((f"{here} ({what})", resources))
-    for key, value in node.items():
-        if key not in _ONE and key not in _MANY and key != "containerSet":
-            found.extend(singular_containers(value, asks, depth + 1))
     return found
 
 
