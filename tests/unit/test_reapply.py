@@ -11,14 +11,25 @@ from typing import Any
 import jsonpatch
 import orjson
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
 
-from app.core.patch import ANNOTATIONS_LIMIT, RECORD_ANNOTATION, revert_ops
+from app.core.patch import (
+    ANNOTATIONS_LIMIT,
+    RECORD_ANNOTATION,
+    patch_ops,
+    record,
+    record_ops,
+    revert_ops,
+)
 from app.core.policy import Policy
+from app.core.translate import translate
 from app.webhook.mutate import Mutator
 from app.webhook.reviews import AdmissionResponse
 from app.webhook.view import Decision
 from tests.support.fake import FakeCluster
 from tests.support.pods import container, gpu
+from tests.support.strategies import plausible_pod_specs, setups
+from tests.support.validation import pod_errors
 
 Obj = dict[str, Any]
 MANIFEST: Obj = {
@@ -66,10 +77,14 @@ def merge(live: Any, applied: Any) -> Any:
     """What kubectl's client-side apply sends back: the manifest's fields over the live pod."""
     if isinstance(live, dict) and isinstance(applied, dict):
         return {**live, **{k: merge(live.get(k), v) for k, v in applied.items()}}
-    if isinstance(live, list) and all(isinstance(i, dict) and "name" in i for i in applied):
-        named = {i["name"]: i for i in live}  # containers: merged by name
+    if isinstance(live, list) and isinstance(applied, list) and all(_named(i) for i in applied):
+        named = {i["name"]: i for i in live if _named(i)}  # containers: merged by name
         return [merge(named.get(i["name"]), i) for i in applied]
     return applied
+
+
+def _named(item: Any) -> bool:
+    return isinstance(item, dict) and isinstance(item.get("name"), str)
 
 
 def update(mutate: Mutator, live: Obj, new: Obj) -> Obj:
@@ -155,3 +170,33 @@ def test_no_room_for_the_record_is_said(policy: Policy) -> None:
     pod = apply(manifest, response)
     assert RECORD_ANNOTATION not in pod["metadata"]["annotations"]
     assert "resourceClaims" in pod["spec"]
+
+
+def strip_added(sent: Any, manifest: Any) -> Any:
+    """Server-side apply's side: what the manifest does not name (gpu2dra's additions, which
+    its field manager came to own) dropped."""
+    if isinstance(sent, dict) and isinstance(manifest, dict):
+        return {k: strip_added(v, manifest[k]) for k, v in sent.items() if k in manifest}
+    if isinstance(sent, list) and isinstance(manifest, list) and len(sent) == len(manifest):
+        return [strip_added(a, b) for a, b in zip(sent, manifest, strict=True)]
+    return sent
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=plausible_pod_specs(), setup=setups)
+def test_any_reapplied_translation_is_patched_back(spec: Obj, setup: Any) -> None:
+    """For random pods: the manifest applied again over the translated pod, client-side
+    (merged) or server-side (merged, gpu2dra's additions dropped), comes back as the pod."""
+    policy, catalog = setup
+    translation = translate(spec, policy, catalog)
+    assume(translation.changed)
+    manifest = {"metadata": {"name": "p"}, "spec": spec}
+    assume(not pod_errors(manifest))  # only a pod the API server took is applied again
+    ops = [*patch_ops(spec, translation), *record_ops(record(spec, translation.touched), False)]
+    live = jsonpatch.apply_patch(manifest, ops, in_place=False)
+    for sent in (merge(live, manifest), strip_added(merge(live, manifest), manifest)):
+        reverted = revert_ops(live, sent)
+        if sent["spec"] == live["spec"]:
+            continue  # nothing brought back: nothing to do
+        assert reverted is not None, sent
+        assert jsonpatch.apply_patch(sent, reverted, in_place=False)["spec"] == live["spec"]
