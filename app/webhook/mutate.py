@@ -7,7 +7,6 @@ mode and the tests.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -155,10 +154,10 @@ class Mutator:
             t.templates,
             encode_patch([*ops, *record_ops(value, annotated=True)]),
             encode_patch([*ops, *record_ops(value, annotated=False)]),
-            functools.cache(functools.partial(describe, spec, t)),
+            _once(lambda: describe(spec, t)),
             t.uses,
             record_size=len(RECORD_ANNOTATION) + len(value.encode()),
-            unrecorded=functools.cache(functools.partial(encode_patch, ops)),
+            unrecorded=_once(lambda: encode_patch(ops)),
         )
 
     @staticmethod
@@ -184,6 +183,18 @@ class Mutator:
         if self.policy.on_error == "deny":
             return deny(uid, f"gpu2dra {why}", code=503, warnings=warnings)
         return allow(uid, [f"gpu2dra {why}; pod admitted unchanged", *warnings])
+
+
+def _once(make: Callable[[], str]) -> Callable[[], str]:
+    """`make`, called the first time it is asked for only (lighter than functools.cache)."""
+    made: list[str] = []
+
+    def get() -> str:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return get
 
 
 def recorded(uid: str, pod: Obj, outcome: Outcome) -> AdmissionResponse:
