@@ -1,6 +1,6 @@
 """What a GPU pod create costs end to end: the device plugin, gpu2dra, and the in-tree path.
 
-    bash tests/bench/e2e.sh [--seconds N] [--rates 50,200] [--job-pods N] [--json FILE]
+    bash tests/bench/e2e.sh [--seconds N] [--rates 5,50,200] [--job-pods N] [--json FILE]
 
 One control plane of the newest release (tests/k8s), where KEP-5004's DRAExtendedResource is
 GA, and three setups measured one after the other on the same pods:
@@ -850,7 +850,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--rates", default="50,200", help="pod creates per second, comma-separated")
+    parser.add_argument(
+        "--rates",
+        default="5,50,200",
+        help="pod creates per second, comma-separated (5/s: about one in flight at a time)",
+    )
     parser.add_argument("--seconds", type=float, default=20, help="per rate")
     parser.add_argument("--job-pods", type=int, default=1000, help="pods of the indexed Job")
     parser.add_argument("--shapes", type=int, default=50, help="pods in each new-shape burst")

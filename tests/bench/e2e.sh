@@ -2,7 +2,7 @@
 # The end-to-end benchmark: the device plugin, gpu2dra and the in-tree path (KEP-5004) on one
 # control plane of the newest release. Sets up .venv and builds the control plane (a no-op when
 # current), then runs; arguments go to the benchmark (--help lists them).
-#   bash tests/bench/e2e.sh [--seconds N] [--rates 50,200] [--job-pods N] [--json FILE]
+#   bash tests/bench/e2e.sh [--seconds N] [--rates 5,50,200] [--job-pods N] [--json FILE]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
