@@ -101,8 +101,7 @@ def revert_ops(old: Obj, new: Obj) -> list[Obj] | None:
     update only brings back what it replaced (a re-applied manifest); None when the update
     changes nothing gpu2dra wrote, or changes it into something else (left to the API server,
     which refuses a pod spec change)."""
-    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
-    value = (old_meta.get("annotations") or {}).get(RECORD_ANNOTATION)
+    value = _annotations(old).get(RECORD_ANNOTATION)
     if not isinstance(value, str):
         return None
     try:
@@ -132,10 +131,18 @@ def revert_ops(old: Obj, new: Obj) -> list[Obj] | None:
             )
     if not ops:
         return None
-    annotations = new_meta.get("annotations")
-    if not isinstance(annotations, dict) or RECORD_ANNOTATION not in annotations:
-        ops += record_ops(value, isinstance(annotations, dict))  # server-side apply drops it
+    metadata = new.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    if isinstance(metadata, dict) and RECORD_ANNOTATION not in _annotations(new):
+        # server-side apply drops it
+        ops += record_ops(value, isinstance(annotations, dict))
     return ops
+
+
+def _annotations(obj: Obj) -> dict[str, Any]:
+    metadata = obj.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    return annotations if isinstance(annotations, dict) else {}
 
 
 def _path(where: Any) -> Path | None:

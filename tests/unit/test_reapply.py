@@ -200,3 +200,14 @@ def test_any_reapplied_translation_is_patched_back(spec: Obj, setup: Any) -> Non
             continue  # nothing brought back: nothing to do
         assert reverted is not None, sent
         assert jsonpatch.apply_patch(sent, reverted, in_place=False)["spec"] == live["spec"]
+
+
+@pytest.mark.parametrize("metadata", [[], "x", {"annotations": []}, {"annotations": None}])
+def test_odd_metadata_is_no_record(mutate: Mutator, metadata: Any) -> None:
+    live = created(mutate)
+    assert revert_ops({**live, "metadata": metadata}, merge(live, MANIFEST)) is None
+    # an update whose own metadata is odd still gets the translation back, the record only
+    # where there is a metadata map to hold it
+    ops = revert_ops(live, {**merge(live, MANIFEST), "metadata": metadata})
+    assert ops is not None
+    assert all(op["path"].startswith("/spec/") for op in ops) == (not isinstance(metadata, dict))
