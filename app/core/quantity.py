@@ -12,6 +12,7 @@ _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 INT64_MAX = 2**63 - 1
 _NANO = Fraction(1, 10**9)
+_HUGE = 400
 
 
 class Quantity:
@@ -61,7 +62,13 @@ def parse_quantity(text: str) -> Quantity:
         number *= 2 ** _BINARY[suffix]
         binary = True
     elif len(suffix) > 1 and suffix[0] in "eE" and re.fullmatch(r"[+-]?[0-9]+", suffix[1:]):
-        number *= Fraction(10) ** int(suffix[1:])
+        exponent = int(suffix[1:])
+        if not -(2**31) <= exponent < 2**31:  # Kubernetes reads the exponent as an int32
+            raise ValueError(f"quantity {str(text)!r}: unable to parse quantity's suffix")
+        # 10**exponent in full would take minutes for an exponent in the billions; past
+        # _HUGE a value is beyond every count and capacity, and below -_HUGE it rounds up to
+        # the same whole nano as Kubernetes rounds it to
+        number *= Fraction(10) ** max(-_HUGE, min(exponent, _HUGE))
     else:
         raise ValueError(f"quantity {str(text)!r}: unable to parse quantity's suffix")
     # Kubernetes rounds up to a whole nano, and caps binary quantities at the int64 maximum.

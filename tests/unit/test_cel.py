@@ -11,6 +11,7 @@ import pytest
 from app.core.catalog import Catalog
 from app.core.policy import load_policy, parse_policy
 from app.core.quantity import parse_quantity
+from app.core.resources import parse_count
 from app.core.translate import translate
 from app.troubleshoot.cel.devices import (
     Device,
@@ -63,13 +64,16 @@ MIG = node_devices("mig", product=A100_SXM4_40GB, gpus=1, mig={0: ["1g.5gb", "3g
         ("0", 0),
         ("1.", 1),
         ("9Ei", 2**63 - 1),  # binary quantities are capped at the int64 maximum
+        # exponents far past any count or capacity: saturated, not computed in full
+        ("1e999999999", 10**400),
+        ("1e-999999999", Fraction(1, 10**9)),
     ],
 )
 def test_quantity_values(text: str, value: Fraction | int) -> None:
     assert parse_quantity(text).value == value
 
 
-@pytest.mark.parametrize("text", ["", "1x", "Gi", "1ki", "1.2.3", "1 Gi", "e3"])
+@pytest.mark.parametrize("text", ["", "1x", "Gi", "1ki", "1.2.3", "1 Gi", "e3", "1e2147483648"])
 def test_quantity_errors(text: str) -> None:
     with pytest.raises(ValueError, match="quantity"):
         parse_quantity(text)
@@ -342,3 +346,9 @@ def test_mig_profile_with_attributes() -> None:
     me = node_devices("me", gpus=1, mig={0: ["1g.5gb+me"]})
     (selector,) = generated({"nvidia.com/mig-1g.5gb.me": 1})
     assert chosen([selector], me) == me
+
+
+def test_a_count_with_a_huge_exponent_is_no_count() -> None:
+    # found by the fuzzer: 10**(10**47) in full never finishes
+    assert parse_count("9" * 200 + "E99999999999999999900000000003943196028257173503") is None
+    assert parse_count("1e999999999") is None
