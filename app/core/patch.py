@@ -10,6 +10,7 @@ brings back what they held is patched back to the live pod, which makes it a no-
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -36,6 +37,7 @@ def at(obj: Any, path: Path) -> Any:
     return obj
 
 
+@lru_cache(maxsize=256)  # a handful of paths: the first containers, resourceClaims, ...
 def pointer(path: Path) -> str:
     return "/spec/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path)
 

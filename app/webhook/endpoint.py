@@ -90,9 +90,8 @@ class Admission:
     ) -> None:
         self.endpoint, self.decide, self.late = endpoint, decide, late
         self.deadline, self.max_body = deadline, max_body
-        self.latency = metrics.latency.labels(endpoint)
-        self.results = {r: metrics.requests.labels(endpoint, r) for r in RESULTS}
-        self.translated = {r: metrics.translations.labels(m) for r, m in _TRANSLATED.items()}
+        self.tally = metrics.tally(endpoint, RESULTS)
+        self.translations = metrics.translations
 
     async def __call__(
         self, scope: MutableMapping[str, Any], receive: ASGIReceive, send: ASGISend
@@ -101,12 +100,12 @@ class Admission:
         try:
             body = await read_body(scope["headers"], receive, self.max_body)
         except TooLarge:
-            self.results["too-large"].inc()
+            self.tally.count("too-large", time.perf_counter() - start)
             return await answer(send, 413, f"body over {self.max_body} bytes\n".encode())
         try:
             adm = parse_review(body)
         except ReviewError as err:
-            self.results["bad-request"].inc()
+            self.tally.count("bad-request", time.perf_counter() - start)
             return await answer(send, 400, f"{err}\n".encode())
         try:
             verdict = self.decide(adm)
@@ -123,10 +122,9 @@ class Admission:
             verdict = deny(adm["uid"], "gpu2dra internal error", code=500)
         await answer(send, 200, review(verdict.response), _JSON)
         elapsed = time.perf_counter() - start
-        self.results[verdict.result].inc()
-        if (translated := self.translated.get(verdict.result)) is not None:
-            translated.inc()
-        self.latency.observe(elapsed)
+        self.tally.count(verdict.result, elapsed)
+        if (mode := _TRANSLATED.get(verdict.result)) is not None:
+            self.translations[mode] += 1
         # Notable answers at info; a routine patch or allow (the metrics count those, and the
         # API server's audit log records every patch) at debug, so its cost is only paid when
         # asked for: building a log record is a third of a remembered pod's answer.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import time
 from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Protocol
@@ -133,19 +134,22 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
         "/validate": Admission("validate", validate_, validate_late, deadline, max_body, metrics),
     }
 
+    tally = metrics.tally("translate", ("ok", "bad-request", "too-large"))
+
     @app.post("/translate")
     async def translate_(
         request: Request, cluster: ClusterDep, namespace: str | None = None, mode: str = "enabled"
     ) -> Response:
         if not settings.translate_enabled:
             raise HTTPException(404, "the /translate endpoint is turned off")
+        start = time.perf_counter()
         if mode not in MODES:
-            metrics.requests.labels("translate", "bad-request").inc()
+            tally.count("bad-request", time.perf_counter() - start)
             raise HTTPException(400, f"mode must be one of {', '.join(MODES)}")
         try:
             body = await read_body(request.headers.raw, request.receive, settings.max_body)
         except TooLarge:
-            metrics.requests.labels("translate", "too-large").inc()
+            tally.count("too-large", time.perf_counter() - start)
             raise HTTPException(413, f"body over {settings.max_body} bytes") from None
         as_yaml = "yaml" in request.headers.get("accept", "")
         # Parsing and writing a large manifest takes a while: off the event loop, so that
@@ -153,7 +157,7 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
         status, text = await asyncio.to_thread(
             _translate_body, body, settings.policy, cluster.catalog, namespace, mode, as_yaml
         )
-        metrics.requests.labels("translate", "ok" if status == 200 else "bad-request").inc()
+        tally.count("ok" if status == 200 else "bad-request", time.perf_counter() - start)
         if status != 200:
             return PlainTextResponse(text, status_code=status)
         return Response(text, media_type="application/yaml" if as_yaml else "application/json")
