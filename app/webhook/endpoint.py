@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 from app.webhook.metrics import Metrics
@@ -109,12 +109,15 @@ class Admission:
             return await answer(send, 400, f"{err}\n".encode())
         try:
             verdict = self.decide(adm)
-            if isinstance(verdict, Coroutine):  # the API server is asked: bounded
+            if not isinstance(verdict, Verdict):  # a coroutine: the API server is asked, bounded
                 try:
                     async with asyncio.timeout(self.deadline):
                         verdict = await verdict
                 except TimeoutError:
                     verdict = self.late(adm)
+        except RecursionError:  # only from a request nested deeper than Python compares
+            self.tally.count("bad-request", time.perf_counter() - start)
+            return await answer(send, 400, b"request nested too deeply\n")
         except Exception:
             log.exception(
                 "%s failed", self.endpoint, extra={"uid": adm["uid"], "endpoint": self.endpoint}

@@ -44,10 +44,6 @@ AUDIT_ANNOTATION = "gpu2dra.io/would-translate"
 
 MEMO_SIZE = 1024  # pod shapes remembered: a cluster runs far fewer distinct GPU workloads
 
-# What translate() reads of a container: the rest (image, mounts, a per-pod volume name...)
-# differs between replicas without changing their translation.
-_READ = ("name", "resources", "restartPolicy", "env", "command", "args")
-
 
 def shape_of(spec: Obj) -> bytes:
     """Everything translate() reads of a pod spec, as bytes: replicas of a workload share it."""
@@ -55,7 +51,25 @@ def shape_of(spec: Obj) -> bytes:
     for name in ("containers", "initContainers"):
         items = spec.get(name)
         if isinstance(items, list):
-            items = [[c.get(k) for k in _READ] if isinstance(c, dict) else c for c in items]
+            read: list[Any] = []
+            for c in items:
+                if isinstance(c, dict):
+                    # What translate() reads of a container: the rest (image, mounts, a per-pod
+                    # volume name...) differs between replicas without changing their translation.
+                    get = c.get
+                    read.append(
+                        (
+                            get("name"),
+                            get("resources"),
+                            get("restartPolicy"),
+                            get("env"),
+                            get("command"),
+                            get("args"),
+                        )
+                    )
+                else:
+                    read.append((c,))  # one item, where a container's read is six
+            items = read
         parts.append(items)
     return orjson.dumps(parts)
 
@@ -95,14 +109,17 @@ class Mutator:
         if operation != "CREATE":
             return allow(uid)
         pod = request.get("object") or {}
+        spec = pod.get("spec")
+        # First, what most pods are: nothing for gpu2dra, whatever their namespace's mode.
+        if not isinstance(spec, dict) or not asks_extended_resources(spec):
+            return allow(uid)
         namespace = namespace_of(request, pod)
         if skip_reason(pod, namespace, self.policy):
             return allow(uid)
         if not cluster.ready:
             return self.failed(uid, "has not synced its caches yet")
         mode = self.policy.mode_for(cluster.namespace_labels(namespace))
-        spec = pod.get("spec")
-        if mode == "disabled" or not isinstance(spec, dict) or not asks_extended_resources(spec):
+        if mode == "disabled":
             return allow(uid)
         outcome = self.outcome(spec, cluster.catalog)
         if not outcome.patch:
@@ -145,15 +162,17 @@ class Mutator:
             return Outcome(catalog, t.warnings, t.templates, "", "", str, in_tree=t.in_tree)
         try:
             ops, value = patch_ops(spec, t), record(spec, t.touched)
-        except TypeError:  # orjson's: only a spec not read from JSON can hold such a value
+            patch = encode_patch([*ops, *record_ops(value, annotated=True)])
+            bare_patch = encode_patch([*ops, *record_ops(value, annotated=False)])
+        except TypeError:  # orjson's: an integer over 64 bits, or nested past 254 levels
             why = "the pod spec holds a value JSON cannot carry; pod left as is"
             return Outcome(catalog, (*t.warnings, why), (), "", "", str)
         return Outcome(
             catalog,
             t.warnings,
             t.templates,
-            encode_patch([*ops, *record_ops(value, annotated=True)]),
-            encode_patch([*ops, *record_ops(value, annotated=False)]),
+            patch,
+            bare_patch,
             _once(lambda: describe(spec, t)),
             t.uses,
             record_size=len(RECORD_ANNOTATION) + len(value.encode()),
@@ -223,5 +242,8 @@ def reapplied(request: AdmissionRequest) -> Verdict:
     uid = request["uid"]
     old, new = request.get("oldObject"), request.get("object")
     if isinstance(old, dict) and isinstance(new, dict) and (ops := revert_ops(old, new)):
-        return Verdict("reapplied", patched(uid, encode_patch(ops)))
+        try:
+            return Verdict("reapplied", patched(uid, encode_patch(ops)))
+        except TypeError:  # orjson's: nested past what it writes; the API server judges it
+            pass
     return allow(uid)

@@ -77,7 +77,7 @@ def _translate_body(
 
 
 def get_cluster(request: Request) -> Cluster:
-    return request.app.state.cluster  # type: ignore[no-any-return]
+    return request.app.cluster  # type: ignore[no-any-return]
 
 
 ClusterDep = Annotated[Cluster, Depends(get_cluster)]
@@ -85,6 +85,7 @@ ClusterDep = Annotated[Cluster, Depends(get_cluster)]
 
 class App(FastAPI):
     admission: dict[str, Admission]
+    cluster: Cluster  # set at startup; an attribute, not app.state: read on every admission
     draining = False  # set on SIGTERM: not ready, and every answer closes its connection
 
     async def __call__(
@@ -103,27 +104,27 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
     mutator = Mutator(settings.policy)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.cluster = cluster or make_cluster(settings, metrics)
-        app.state.cluster.start()
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        app.cluster = cluster or make_cluster(settings, metrics)
+        app.cluster.start()
         # What exists now (modules, the app, the API client) lives as long as the process:
         # out of the collector's sight, full collections stay short and do not stall answers.
         gc.collect()
         gc.freeze()
         yield
-        app.state.cluster.stop()
+        app.cluster.stop()
 
     app = App(title="gpu2dra", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings, app.state.metrics = settings, metrics
 
     def mutate(adm: AdmissionRequest) -> Decision:
-        return mutator(adm, app.state.cluster)
+        return mutator(adm, app.cluster)
 
     def mutate_late(adm: AdmissionRequest) -> Verdict:
         return mutator.failed(adm["uid"], f"did not answer within {settings.deadline:g}s")
 
     def validate_(adm: AdmissionRequest) -> Decision:
-        return validate(adm, app.state.cluster)
+        return validate(adm, app.cluster)
 
     def validate_late(adm: AdmissionRequest) -> Verdict:
         return allow(adm["uid"], [f"gpu2dra could not check DeviceClasses within {deadline:g}s"])

@@ -72,7 +72,7 @@ def main() -> None:
     handler.setStream(open(os.devnull, "w"))  # noqa: SIM115  # the lines a server would write
     cluster = Existing(labels={"ml": {"gpu2dra.io/migration": "enabled"}})
     gpu2dra = create_app(Settings(policy=load_policy(None)), cluster)
-    gpu2dra.state.cluster = cluster
+    gpu2dra.cluster = cluster
     n = args.requests
     paths: dict[str, tuple[App, list[bytes]]] = {
         "floor": (floor_app, [payloads.review(payloads.gpu_pod())] * n),

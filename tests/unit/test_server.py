@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -136,6 +137,23 @@ def test_malformed_review_is_400(
 def test_oversized_body_is_413(client: TestClient) -> None:
     response = client.post("/mutate", content=b" " * (64 * 1024 + 1))
     assert response.status_code == 413
+
+
+def test_a_request_nested_deeper_than_python_goes_is_400(client: TestClient) -> None:
+    """orjson reads 1,024 levels; printing a count that deep into a warning (or comparing
+    it) can go past Python's recursion limit, which the endpoint answers as bad input."""
+    body = review_body(POD)
+    assert body.count(b'"nvidia.com/gpu":1') == 1
+    body = body.replace(b'"nvidia.com/gpu":1', b'"nvidia.com/gpu":' + b"[" * 1000 + b"]" * 1000)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(600)  # below the count's depth, whatever the test runner set
+    try:
+        response = client.post("/mutate", content=body)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert (response.status_code, response.text) == (400, "request nested too deeply\n")
+    metrics = client.get("/metrics").text
+    assert 'gpu2dra_requests_total{endpoint="mutate",result="bad-request"} 1.0' in metrics
 
 
 def test_unexpected_exception_is_a_500_verdict_with_uid(
