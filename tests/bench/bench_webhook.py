@@ -2,8 +2,10 @@
 
     bash tests/bench/run.sh          (installs wrk, builds vegeta, then runs this)
 
-Prints one table: requests/s, p50, p99, ratio to the floor, RSS before and after, and the API
-calls the webhook made while under load (must be 0 once its caches are warm). Not a test: the
+Prints one table: requests/s, p50, p99, ratio to the floor, the server's CPU time per request
+and the same ratio by it (what another process on the server's core cannot skew), RSS before
+and after, and the API calls the webhook made while under load (must be 0 once its caches are
+warm). Not a test: the
 figures depend on the machine; the README shows the latest run.
 """
 
@@ -61,15 +63,18 @@ class Row:
     ratio: float | None = None  # to the floor's req/s
     rss: str = ""
     raw: str = ""  # the load generator's own report
+    cpu_us: float | None = None  # the server's CPU time per request
+    cpu_ratio: float | None = None  # the floor's CPU time per request over this row's
 
     def cells(self) -> list[str]:
-        ratio = f"{self.ratio:.0%}" if self.ratio else "-"
         return [
             self.name,
             f"{self.rps:,.0f}",
             f"{self.p50_ms:.2f}",
             f"{self.p99_ms:.2f}",
-            ratio,
+            f"{self.ratio:.0%}" if self.ratio else "-",
+            f"{self.cpu_us:.0f}" if self.cpu_us else "",
+            f"{self.cpu_ratio:.0%}" if self.cpu_ratio else "-",
             self.rss,
         ]
 
@@ -83,11 +88,26 @@ def _ms(text: str) -> float:
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1e3, "m": 6e4, "h": 3.6e6}[unit]
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's user and system CPU time so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wrk(
-    url: str, body: Path, seconds: int, work: Path, lua: str = POST_LUA, connections: int = 16
+    url: str,
+    body: Path,
+    seconds: int,
+    work: Path,
+    lua: str = POST_LUA,
+    connections: int = 16,
+    pid: int | None = None,
 ) -> Row:
+    """Closed-loop load at the server's full speed; with `pid`, its CPU time per request
+    too, which another process sharing its core does not inflate as it does req/s."""
     script = work / "post.lua"
     script.write_text(lua)
+    cpu = cpu_seconds(pid) if pid else 0.0
     out = subprocess.run(
         pinned(
             LOAD_CPU,
@@ -116,6 +136,9 @@ def wrk(
         raise SystemExit(f"wrk's report against {url} could not be read:\n{out}") from None
     row = Row("", rps, p50, p99)
     row.raw = out
+    if pid:
+        served = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+        row.cpu_us = (cpu_seconds(pid) - cpu) / served * 1e6
     return row
 
 
@@ -344,7 +367,10 @@ def main() -> None:
             # Both servers stay up, idle but for the one under load: each row is measured
             # right after the floor, so that a machine whose speed drifts (a shared VM)
             # compares like with like.
-            with serving(uvicorn, floor_url), serving(command, f"{base}/readyz", env) as hook:
+            with (
+                serving(uvicorn, floor_url) as bare,
+                serving(command, f"{base}/readyz", env) as hook,
+            ):
                 wrk(floor_url, files["gpu"], 2, work)  # warm-up
                 wrk(f"{base}/mutate", files["gpu"], 2, work)  # warm-up: creates the template
                 calls = f"{base}/metrics"
@@ -359,8 +385,10 @@ def main() -> None:
                 ]:
                     pairs = [
                         (
-                            wrk(floor_url, files["gpu"], args.seconds, work),
-                            wrk(f"{base}{path}", files[name], args.seconds, work, lua),
+                            wrk(floor_url, files["gpu"], args.seconds, work, pid=bare.pid),
+                            wrk(
+                                f"{base}{path}", files[name], args.seconds, work, lua, pid=hook.pid
+                            ),
                         )
                         for _ in range(args.rounds)
                     ]
@@ -369,6 +397,9 @@ def main() -> None:
                     row = _median([r for _, r in pairs])
                     row.name = label
                     row.ratio = statistics.median(r.rps / f.rps for f, r in pairs)
+                    row.cpu_ratio = statistics.median(
+                        f.cpu_us / r.cpu_us for f, r in pairs if f.cpu_us and r.cpu_us
+                    )
                     rows += [floor, row]
                 rate = rows[0].rps / 2
                 floor_half = vegeta(floor_url, files["gpu"], rate, 2 * args.seconds, work)
@@ -390,7 +421,7 @@ def main() -> None:
     print(
         f"\ngpu2dra {mode}; server on CPU {SERVER_CPU}, load on CPU {LOAD_CPU}, TLS, keep-alive\n"
     )
-    header = ["", "req/s", "p50 ms", "p99 ms", "of floor", "RSS"]
+    header = ["", "req/s", "p50 ms", "p99 ms", "of floor", "CPU µs/req", "of floor, by CPU", "RSS"]
     table = [header, ["---"] * len(header)] + [r.cells() for r in rows]
     for line in table:
         print("| " + " | ".join(line) + " |")
