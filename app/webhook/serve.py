@@ -20,6 +20,12 @@ from app.webhook.tls import harden, reload_certificates
 
 log = logging.getLogger("gpu2dra")
 
+# The API server keeps an idle connection to a webhook for 90 s (Go's IdleConnTimeout) and
+# does not resend a POST sent on a connection the server has just closed: it fails the
+# admission with EOF. Kept open longer than that, an idle connection is always closed by the
+# API server first. (uvicorn's default, 5 s, lost pod creates in the end-to-end benchmark.)
+KEEP_ALIVE_SECONDS = 120
+
 
 def _server(config: Any, drain_seconds: float) -> Any:
     import uvicorn
@@ -79,6 +85,7 @@ def serve(settings: Settings, listen: Listen) -> None:
         log_level=listen.log_level,
         log_config=None,  # uvicorn's records go through gpu2dra's handler: one format
         access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         timeout_graceful_shutdown=20,
     )
     config.load()

@@ -1,9 +1,10 @@
-"""What a GPU pod create costs end to end: the device plugin, gpu2dra, and the in-tree path.
+"""What a GPU pod create costs end to end: the device plugin, gpu2dra, the in-tree path, and
+the device plugin behind a webhook that does nothing.
 
     bash tests/bench/e2e.sh [--seconds N] [--rates 5,50,200] [--job-pods N] [--json FILE]
 
 One control plane of the newest release (tests/k8s), where KEP-5004's DRAExtendedResource is
-GA, and three setups measured one after the other on the same pods:
+GA, and four setups measured one after the other on the same pods:
 
 - device plugin: fake nodes advertise nvidia.com/gpu in their allocatable; no webhook;
   DeviceClass gpu.nvidia.com without extendedResourceName;
@@ -11,7 +12,10 @@ GA, and three setups measured one after the other on the same pods:
   failure shows instead of falling back), the namespace labelled gpu2dra.io/migration=enabled;
   nodes publish gpu.nvidia.com ResourceSlices;
 - in-tree: no webhook; DeviceClass gpu.nvidia.com with extendedResourceName nvidia.com/gpu:
-  the scheduler makes a claim for each pod (KEP-5004).
+  the scheduler makes a claim for each pod (KEP-5004);
+- empty webhook: the device plugin's pods through a mutating webhook that answers `allowed`
+  at once (the webhook benchmark's floor, tests/bench/floor.py, under uvicorn with TLS): what
+  any webhook costs a pod create on this machine, apart from what gpu2dra does.
 
 The plugin nodes and the DRA nodes are two node sets (a label and a nodeSelector), each with
 enough GPUs (8 a node) for every pod of a workload; a setup's pods are deleted, and their
@@ -30,11 +34,14 @@ the figures depend on the machine (the load average is printed with them).
 from __future__ import annotations
 
 import argparse
+import base64
 import http.client
 import json
 import math
 import os
 import ssl
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -50,6 +57,8 @@ import orjson
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.webhook.certs import make_certs
+from tests.bench.bench_webhook import ROOT, wait_up
 from tests.support.cluster import (
     create_node,
     device_class,
@@ -57,6 +66,7 @@ from tests.support.cluster import (
     gpu_resource_slice,
 )
 from tests.support.controlplane import ControlPlane, kubernetes_version, release_bin_dir, releases
+from tests.support.ports import free_port
 from tests.support.webhook import Webhook, register, unregister
 
 Obj = dict[str, Any]
@@ -67,10 +77,11 @@ CLASS = "gpu.nvidia.com"
 WEBHOOK = "pods.mutate.gpu2dra.io"
 # The chart's validating webhooks: pods with resourceClaims, and ResourceClaims and templates.
 WEBHOOKS = (WEBHOOK, "pods.validate.gpu2dra.io", "claims.validate.gpu2dra.io")
+EMPTY_WEBHOOK = "empty.bench.gpu2dra.io"  # the "empty webhook" setup's
 # Targets (issue #16): what gpu2dra may add to a pod create in steady state, against the
 # device plugin, and how close the 1,000-pod Job must be to the other two setups.
 TARGET_P50_MS, TARGET_P99_MS, TARGET_JOB = 1.0, 5.0, 0.10
-SETUPS = ("device plugin", "gpu2dra", "in-tree")
+SETUPS = ("device plugin", "empty webhook", "gpu2dra", "in-tree")
 
 
 # -- a small raw client: pre-encoded bodies, one keep-alive connection a thread -----------------
@@ -299,6 +310,58 @@ def create_namespace(kube: Kube, name: str, labels: dict[str, str] | None = None
         time.sleep(0.1)
 
 
+@contextmanager
+def empty_webhook(api: Any, namespace: str, work: Path) -> Iterator[None]:
+    """The floor app serving as the mutating webhook of `namespace`'s pod creates."""
+    paths = make_certs(["localhost"], ["127.0.0.1"]).write(work / "certs")
+    port = free_port()
+    url = f"https://127.0.0.1:{port}/"
+    command = [sys.executable, "-m", "uvicorn", "tests.bench.floor:app", "--port", str(port)]
+    # gpu2dra's keep-alive, so that the API server closes idle connections first (as for it)
+    command += ["--no-access-log", "--log-level", "warning", "--timeout-keep-alive", "120"]
+    command += ["--ssl-certfile", str(paths["tls.crt"]), "--ssl-keyfile", str(paths["tls.key"])]
+    # its traceback for the readiness probe (a GET, no review) is noise: both streams dropped
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_up(url, process)
+        ca = base64.b64encode(paths["ca.crt"].read_bytes()).decode()
+        hook = {
+            "name": "empty.bench.gpu2dra.io",
+            "clientConfig": {"url": url, "caBundle": ca},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE"],
+                    "resources": ["pods"],
+                    "scope": "Namespaced",
+                }
+            ],
+            "namespaceSelector": {
+                "matchLabels": {"kubernetes.io/metadata.name": namespace},
+            },
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 5,
+        }
+        config = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "bench-empty"},
+            "webhooks": [hook],
+        }
+        register(api, [config])
+        time.sleep(2)  # the API server's webhook informer
+        yield
+    finally:
+        unregister(api, "bench-empty")
+        process.terminate()
+        process.wait(timeout=30)
+
+
 def clean(kube: Kube, namespace: str, timeout: float = 300) -> float:
     """Delete the namespace's Jobs and pods (pods bound to kubelet-less nodes force-deleted,
     finalizers dropped if they linger) and wait until their claims are gone too; seconds."""
@@ -491,7 +554,7 @@ def server_histograms(kube: Kube) -> dict[str, Buckets]:
             text, "apiserver_request_duration_seconds", verb="POST", resource="pods", subresource=""
         )
     }
-    for webhook in WEBHOOKS:
+    for webhook in (*WEBHOOKS, EMPTY_WEBHOOK):
         found[webhook] = buckets(
             text, "apiserver_admission_webhook_admission_duration_seconds", name=webhook
         )
@@ -507,7 +570,8 @@ def fill_server_figures(result: Result, before: dict[str, Buckets], kube: Kube) 
         return (str(p50) if p50 else "", str(p99) if p99 else "")
 
     result.apiserver_create_p50, result.apiserver_create_p99 = quantiles(changes["create"])
-    result.webhook_p50, result.webhook_p99 = quantiles(changes[WEBHOOK])
+    mutating = WEBHOOK if changes[WEBHOOK].get(math.inf) else EMPTY_WEBHOOK
+    result.webhook_p50, result.webhook_p99 = quantiles(changes[mutating])
     for webhook in WEBHOOKS:
         calls = round(changes[webhook].get(math.inf, 0.0))
         if calls:
@@ -636,6 +700,7 @@ def run_setup(
     extended = (placed.get("status") or {}).get("extendedResourceClaimStatus")
     path_ok = {
         "device plugin": not claims and not extended,
+        "empty webhook": not claims and not extended,
         "gpu2dra": bool(claims) and not extended,
         "in-tree": not claims and bool(extended),
     }[setup]
@@ -801,11 +866,19 @@ def targets(results: list[Result]) -> list[str]:
         assert r.create_p99_ms is not None and plugin.create_p99_ms is not None
         d50, d99 = r.create_p50_ms - plugin.create_p50_ms, r.create_p99_ms - plugin.create_p99_ms
         ok = d50 <= TARGET_P50_MS and d99 <= TARGET_P99_MS
-        verdicts.append(
+        line = (
             f"{'met' if ok else 'NOT met'}: {r.workload}, gpu2dra adds {d50:+.1f} ms at p50 "
             f"(target <= {TARGET_P50_MS:g}) and {d99:+.1f} ms at p99 (target <= "
             f"{TARGET_P99_MS:g}) to a pod create, against the device plugin"
         )
+        empty = find("empty webhook", r.workload)
+        if empty and empty.create_p50_ms is not None and empty.create_p99_ms is not None:
+            line += (
+                f"; an empty webhook adds {empty.create_p50_ms - plugin.create_p50_ms:+.1f} ms "
+                f"at p50 and {empty.create_p99_ms - plugin.create_p99_ms:+.1f} ms at p99, "
+                f"gpu2dra {r.create_p50_ms - empty.create_p50_ms:+.1f} ms at p50 beyond it"
+            )
+        verdicts.append(line)
     job = next((r for r in results if r.setup == "gpu2dra" and r.all_bound_s), None)
     for other in ("in-tree", "device plugin"):
         theirs = next((r for r in results if r.setup == other and r.all_bound_s), None)
@@ -920,6 +993,14 @@ def main() -> None:
                 if setup == "device plugin":
                     create_namespace(kube, namespace)
                     results += run_setup(setup, kube, namespace, "plugin", opts, None)
+                elif setup == "empty webhook":
+                    create_namespace(kube, namespace)
+                    api = plane.api_client()
+                    try:
+                        with empty_webhook(api, namespace, work / "empty"):
+                            results += run_setup(setup, kube, namespace, "plugin", opts, None)
+                    finally:
+                        api.close()
                 elif setup == "in-tree":
                     set_extended_resource_name(kube, GPU)
                     time.sleep(2)  # the scheduler's informer

@@ -119,6 +119,17 @@ def served(tmp_path: Path) -> Iterator[Served]:
     shutil.rmtree(secret, ignore_errors=True)
 
 
+def test_an_idle_connection_outlives_uvicorns_default_keep_alive(served: Served) -> None:
+    """The API server reuses an idle webhook connection for up to 90 s and fails a POST sent
+    on one the server has closed: an idle connection must stay open past uvicorn's 5 s."""
+    conn = http.client.HTTPSConnection("localhost", served.port, context=served.context())
+    admit(conn, "first")
+    sock = conn.sock
+    time.sleep(6)
+    admit(conn, "after-idle")  # RemoteDisconnected had the server closed the connection
+    assert conn.sock is sock
+
+
 def test_plain_http_is_refused(served: Served) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=5)
     with pytest.raises((http.client.RemoteDisconnected, ConnectionResetError)):
