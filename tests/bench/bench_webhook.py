@@ -5,8 +5,7 @@
 Prints one table: requests/s, p50, p99, ratio to the floor, the server's CPU time per request
 and the same ratio by it (what another process on the server's core cannot skew), RSS before
 and after, and the API calls the webhook made while under load (must be 0 once its caches are
-warm). Not a test: the
-figures depend on the machine; the README shows the latest run.
+warm). Not a test: the figures depend on the machine; the README shows the latest run.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import yaml
 
 from app.manifests import yamlio
 from app.webhook.certs import make_certs
+from app.webhook.serve import KEEP_ALIVE_SECONDS
 from tests.bench import payloads
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,6 +86,16 @@ def pinned(cpu: str, *command: str) -> list[str]:
 def _ms(text: str) -> float:
     value, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text).groups()  # type: ignore[union-attr]
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1e3, "m": 6e4, "h": 3.6e6}[unit]
+
+
+def floor_command(port: int, cert: Path, key: Path) -> list[str]:
+    """The floor served by uvicorn with TLS and gpu2dra's settings (keep-alive included)."""
+    return [
+        *(sys.executable, "-m", "uvicorn", "tests.bench.floor:app", "--port", str(port)),
+        *("--no-access-log", "--log-level", "warning"),
+        *("--timeout-keep-alive", str(KEEP_ALIVE_SECONDS)),
+        *("--ssl-certfile", str(cert), "--ssl-keyfile", str(key)),
+    ]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -312,7 +322,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gpu2dra-bench-") as tmp:
         work = Path(tmp)
         paths = make_certs(["localhost"], ["127.0.0.1"]).write(work / "certs")
-        tls = ["--ssl-certfile", str(paths["tls.crt"]), "--ssl-keyfile", str(paths["tls.key"])]
         bodies = {
             "gpu": payloads.review(payloads.gpu_pod()),
             "plain": payloads.review(payloads.plain_pod()),
@@ -330,18 +339,7 @@ def main() -> None:
         with cluster(work) as (kubeconfig, mode):
             # The floor runs beside the same control plane, so both see the same background.
             floor_url = "https://127.0.0.1:18443/"
-            uvicorn = [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "tests.bench.floor:app",
-                "--port",
-                "18443",
-                "--no-access-log",
-                "--log-level",
-                "warning",
-                *tls,
-            ]
+            uvicorn = floor_command(18443, paths["tls.crt"], paths["tls.key"])
             env = {**os.environ}
             command = [
                 sys.executable,

@@ -41,7 +41,6 @@ import math
 import os
 import ssl
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -58,7 +57,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.webhook.certs import make_certs
-from tests.bench.bench_webhook import ROOT, wait_up
+from tests.bench.bench_webhook import ROOT, floor_command, wait_up
 from tests.support.cluster import (
     create_node,
     device_class,
@@ -316,10 +315,7 @@ def empty_webhook(api: Any, namespace: str, work: Path) -> Iterator[None]:
     paths = make_certs(["localhost"], ["127.0.0.1"]).write(work / "certs")
     port = free_port()
     url = f"https://127.0.0.1:{port}/"
-    command = [sys.executable, "-m", "uvicorn", "tests.bench.floor:app", "--port", str(port)]
-    # gpu2dra's keep-alive, so that the API server closes idle connections first (as for it)
-    command += ["--no-access-log", "--log-level", "warning", "--timeout-keep-alive", "120"]
-    command += ["--ssl-certfile", str(paths["tls.crt"]), "--ssl-keyfile", str(paths["tls.key"])]
+    command = floor_command(port, paths["tls.crt"], paths["tls.key"])
     # its traceback for the readiness probe (a GET, no review) is noise: both streams dropped
     process = subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -328,7 +324,7 @@ def empty_webhook(api: Any, namespace: str, work: Path) -> Iterator[None]:
         wait_up(url, process)
         ca = base64.b64encode(paths["ca.crt"].read_bytes()).decode()
         hook = {
-            "name": "empty.bench.gpu2dra.io",
+            "name": EMPTY_WEBHOOK,
             "clientConfig": {"url": url, "caBundle": ca},
             "rules": [
                 {
