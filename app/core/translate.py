@@ -86,17 +86,20 @@ def _cover(need: int, by_count: dict[int, list[_Claim]], exclude: list[str]) -> 
     return None
 
 
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+
+
 def _reads_visible_devices(container: Obj) -> bool:
     env = container.get("env")
     if isinstance(env, list):
         for entry in env:
-            if isinstance(entry, dict) and entry.get("name") == "NVIDIA_VISIBLE_DEVICES":
+            if isinstance(entry, dict) and entry.get("name") == VISIBLE_DEVICES:
                 return True
     for field in ("command", "args"):
         words = container.get(field)
         if isinstance(words, list):
             for word in words:
-                if isinstance(word, str) and "NVIDIA_VISIBLE_DEVICES" in word:
+                if isinstance(word, str) and VISIBLE_DEVICES in word:
                     return True
     return False
 

@@ -28,7 +28,7 @@ from app.core.policy import Mode, Policy
 from app.core.quota import Use, quota_warning, unguarded
 from app.core.resources import asks_extended_resources
 from app.core.skip import skip_reason
-from app.core.translate import describe, translate
+from app.core.translate import VISIBLE_DEVICES, describe, translate
 from app.webhook.reviews import (
     AdmissionRequest,
     AdmissionResponse,
@@ -42,12 +42,15 @@ from app.webhook.view import ClusterView, Decision, TemplateError, Verdict, allo
 AUDIT_ANNOTATION = "gpu2dra.io/would-translate"
 
 
+_VISIBLE_DEVICES = VISIBLE_DEVICES.encode()  # as JSON writes it: ASCII letters are never escaped
 MEMO_SIZE = 1024  # pod shapes remembered: a cluster runs far fewer distinct GPU workloads
 
 
 def shape_of(spec: Obj) -> bytes:
-    """Everything translate() reads of a pod spec, as bytes: replicas of a workload share it."""
+    """Everything translate() reads of a pod spec, as bytes: replicas of a workload share it,
+    and so do the workers of a training job, which differ in the rank in their env or args."""
     parts: list[Any] = [spec.get("resourceClaims"), spec.get("nodeSelector"), spec.get("affinity")]
+    said: list[Any] = []  # the containers' env, command and args
     for name in ("containers", "initContainers"):
         items = spec.get(name)
         if isinstance(items, list):
@@ -55,23 +58,18 @@ def shape_of(spec: Obj) -> bytes:
             for c in items:
                 if isinstance(c, dict):
                     # What translate() reads of a container: the rest (image, mounts, a per-pod
-                    # volume name...) differs between replicas without changing their translation.
+                    # volume name) differs between replicas without changing their translation.
                     get = c.get
-                    read.append(
-                        (
-                            get("name"),
-                            get("resources"),
-                            get("restartPolicy"),
-                            get("env"),
-                            get("command"),
-                            get("args"),
-                        )
-                    )
+                    read.append((get("name"), get("resources"), get("restartPolicy")))
+                    said.append((get("env"), get("command"), get("args")))
                 else:
-                    read.append((c,))  # one item, where a container's read is six
+                    read.append((c,))  # one item, where a container's read is three
             items = read
         parts.append(items)
-    return orjson.dumps(parts)
+    # Of env, command and args, translate() only asks whether they name NVIDIA_VISIBLE_DEVICES:
+    # when none does, they are left out (one JSON document, where the key is two otherwise).
+    shape, words = orjson.dumps(parts), orjson.dumps(said)
+    return shape + words if _VISIBLE_DEVICES in words else shape
 
 
 class Outcome(NamedTuple):

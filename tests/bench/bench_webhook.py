@@ -42,16 +42,27 @@ POST_LUA = """\
 local f = io.open(os.getenv("BODY"), "rb"); wrk.body = f:read("*a"); f:close()
 wrk.method = "POST"; wrk.headers["Content-Type"] = "application/json"
 """
-# Every request a pod of a new shape (its first container renamed): no answer is remembered.
-NEW_SHAPE_LUA = """\
+
+
+def _each_request(find: str, make: str) -> str:
+    """A wrk script whose every request is the body with the Lua pattern `find` replaced by
+    the Lua expression `make` of the request's number `n`."""
+    return f"""\
 local f = io.open(os.getenv("BODY"), "rb"); local body = f:read("*a"); f:close()
-local headers, n = {["Content-Type"] = "application/json"}, 0
+local headers, n = {{["Content-Type"] = "application/json"}}, 0
 request = function()
   n = n + 1
-  local renamed = body:gsub('"name":"trainer"', '"name":"trainer' .. n .. '"', 1)
-  return wrk.format("POST", nil, headers, renamed)
+  local varied = body:gsub('{find}', {make}, 1)
+  return wrk.format("POST", nil, headers, varied)
 end
 """
+
+
+# Every request a pod of a new shape (its first container renamed): no answer is remembered.
+NEW_SHAPE_LUA = _each_request('"name":"trainer"', """'"name":"trainer' .. n .. '"'""")
+# Every request another worker of one training job, its rank in env as a training operator
+# sets it: translate() does not read env values, so the answer is remembered.
+WORKER_LUA = _each_request('"value":"value%-0"', """'"value":"' .. n .. '"'""")
 
 
 @dataclass
@@ -377,6 +388,7 @@ def main() -> None:
                 rows: list[Row] = []
                 for name, path, label, lua in [
                     ("gpu", "/mutate", "/mutate, GPU pod (translated)", POST_LUA),
+                    ("gpu", "/mutate", "/mutate, GPU pod, each its own rank in env", WORKER_LUA),
                     ("gpu", "/mutate", "/mutate, GPU pod, each of a new shape", NEW_SHAPE_LUA),
                     ("plain", "/mutate", "/mutate, pod without GPUs", POST_LUA),
                     ("template", "/validate", "/validate, ResourceClaimTemplate", POST_LUA),

@@ -4,6 +4,7 @@
     python -m tests.bench.profile_admission [--requests N] [--profile tottime|cumulative]
 
 Paths: `floor` (the benchmark's bare ASGI app), `hit` (a GPU pod whose shape is remembered),
+`worker` (a GPU pod with its own rank in env each request, as a training job's workers are),
 `new` (a GPU pod of a new shape each request), `plain` (a pod without GPUs). The cluster is a
 fake whose templates all exist, as after the first pod of each shape on a live cluster.
 """
@@ -44,6 +45,12 @@ def _new_shape(i: int) -> bytes:
     return payloads.review(pod)
 
 
+def _worker(i: int) -> bytes:
+    pod = payloads.gpu_pod()
+    pod["spec"]["containers"][0]["env"][0]["value"] = str(i)
+    return payloads.review(pod)
+
+
 async def _call(app: App, body: bytes) -> None:
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": body, "more_body": False}
@@ -77,6 +84,7 @@ def main() -> None:
     paths: dict[str, tuple[App, list[bytes]]] = {
         "floor": (floor_app, [payloads.review(payloads.gpu_pod())] * n),
         "hit": (gpu2dra, [payloads.review(payloads.gpu_pod())] * n),
+        "worker": (gpu2dra, [_worker(i) for i in range(n)]),
         "new": (gpu2dra, [_new_shape(i) for i in range(n)]),
         "plain": (gpu2dra, [payloads.review(payloads.plain_pod())] * n),
     }

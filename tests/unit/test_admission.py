@@ -286,16 +286,27 @@ def test_default_policy_is_loaded() -> None:
 
 
 def _replica(spec: Obj, n: int) -> Obj:
-    """`spec` as another replica of its workload: what translate() does not read differs."""
+    """`spec` as another replica of its workload, or another worker of a training job: what
+    translate() does not read differs (an image, a volume, the rank in env and args)."""
     containers = spec.get("containers")
     if isinstance(containers, list):  # random specs hold anything there
         containers = [
-            {**c, "image": f"img:{n}", "volumeMounts": [{"name": f"kube-api-access-{n}"}]}
+            {
+                **c,
+                "image": f"img:{n}",
+                "volumeMounts": [{"name": f"kube-api-access-{n}"}],
+                "env": [*_listed(c.get("env")), {"name": "RANK", "value": str(n)}],
+                "args": [*_listed(c.get("args")), f"--node-rank={n}"],
+            }
             if isinstance(c, dict)
             else c
             for c in containers
         ]
     return {**spec, "containers": containers, "volumes": [{"name": f"kube-api-access-{n}"}]}
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 @settings(max_examples=150, deadline=None)
@@ -319,6 +330,18 @@ def test_replicas_share_one_outcome(policy: Policy, catalog: Catalog) -> None:
     spec = pod()["spec"]
     first = mutator.outcome(spec, catalog)
     assert first.patch and mutator.outcome(_replica(spec, 2), catalog) is first
+
+
+def test_a_worker_that_reads_visible_devices_is_not_answered_from_the_memo(
+    policy: Policy, catalog: Catalog
+) -> None:
+    mutator, spec = Mutator(policy), pod()["spec"]
+    first = mutator.outcome(spec, catalog)
+    (c,) = spec["containers"]
+    reads = {**spec, "containers": [{**c, "env": [{"name": "NVIDIA_VISIBLE_DEVICES"}]}]}
+    later = mutator.outcome(reads, catalog)
+    assert later is not first and any("NVIDIA_VISIBLE_DEVICES" in w for w in later.warnings)
+    assert not any("NVIDIA_VISIBLE_DEVICES" in w for w in first.warnings)
 
 
 def test_a_new_catalog_is_not_answered_from_the_memo(policy: Policy) -> None:
