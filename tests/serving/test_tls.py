@@ -138,6 +138,8 @@ def test_plain_http_is_refused(served: Served) -> None:
 
 
 @pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1])
+# The client offers the deprecated versions on purpose: Python's warning about them is expected.
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion:DeprecationWarning")
 def test_old_tls_is_refused(served: Served, version: ssl.TLSVersion) -> None:
     context = served.context()
     context.minimum_version = context.maximum_version = version
