@@ -57,7 +57,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.webhook.certs import make_certs
-from tests.bench.bench_webhook import ROOT, floor_command, wait_up
+from tests.bench.bench_webhook import ROOT, cpu_seconds, floor_command, wait_up
 from tests.support.cluster import (
     create_node,
     device_class,
@@ -523,8 +523,7 @@ class Gpu2dra:
 
     def cpu_s(self) -> float:
         assert self.hook.process is not None
-        fields = Path(f"/proc/{self.hook.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.hook.process.pid)
 
     def api_calls(self) -> float:
         return self.hook.metric("gpu2dra_api_calls_total")
