@@ -177,7 +177,7 @@ def _certs(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from app.webhook.serve import serve
+    from app.webhook.runner import serve
 
     logs.configure(args.log_level, args.log_format)
     policy = load_policy(args.policy)

@@ -1,2 +1,2 @@
-"""The admission webhook: the review wire format, /mutate and /validate, the watch caches that
-answer them without API calls, template creation, metrics, TLS and the server itself."""
+"""The admission webhook: the review wire format and its verdicts, /mutate and /validate, the
+cluster view its watch caches give, template creation, metrics, TLS and the server itself."""

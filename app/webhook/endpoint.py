@@ -11,7 +11,7 @@ from typing import Any
 
 from app.webhook.metrics import Metrics
 from app.webhook.reviews import AdmissionRequest, ReviewError, parse_review, review
-from app.webhook.view import Decision, Verdict, deny
+from app.webhook.verdicts import Decision, Verdict, deny
 
 log = logging.getLogger("gpu2dra")
 
@@ -122,8 +122,8 @@ class Admission:
             log.exception(
                 "%s failed", self.endpoint, extra={"uid": adm["uid"], "endpoint": self.endpoint}
             )
-            verdict = deny(adm["uid"], "gpu2dra internal error", code=500)
-        await answer(send, 200, review(verdict.response), _JSON)
+            verdict = deny("gpu2dra internal error", code=500)
+        await answer(send, 200, review(adm["uid"], verdict.response), _JSON)
         elapsed = time.perf_counter() - start
         self.tally.count(verdict.result, elapsed)
         if (mode := _TRANSLATED.get(verdict.result)) is not None:

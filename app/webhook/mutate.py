@@ -29,15 +29,16 @@ from app.core.quota import Use, quota_warning, unguarded
 from app.core.resources import asks_extended_resources
 from app.core.skip import skip_reason
 from app.core.translate import VISIBLE_DEVICES, describe, translate
+from app.webhook.clusterview import ClusterView, TemplateError
 from app.webhook.reviews import (
     AdmissionRequest,
-    AdmissionResponse,
+    Answer,
     allowed,
     encode_patch,
     namespace_of,
     patched,
 )
-from app.webhook.view import ClusterView, Decision, TemplateError, Verdict, allow, deny
+from app.webhook.verdicts import Decision, Verdict, allow, deny
 
 AUDIT_ANNOTATION = "gpu2dra.io/would-translate"
 
@@ -98,43 +99,42 @@ class Mutator:
     _memo: dict[bytes, Outcome] = field(default_factory=dict, init=False, compare=False)
 
     def __call__(self, request: AdmissionRequest, cluster: ClusterView) -> Decision:
-        uid = request["uid"]
         if request["kind"].get("kind") != "Pod" or request.get("subResource"):
-            return allow(uid)
+            return allow()
         operation = request["operation"]
         if operation == "UPDATE":
             return reapplied(request)
         if operation != "CREATE":
-            return allow(uid)
+            return allow()
         pod = request.get("object") or {}
         spec = pod.get("spec")
         # First, what most pods are: nothing for gpu2dra, whatever their namespace's mode.
         if not isinstance(spec, dict) or not asks_extended_resources(spec):
-            return allow(uid)
+            return allow()
         namespace = namespace_of(request, pod)
         if skip_reason(pod, namespace, self.policy):
-            return allow(uid)
+            return allow()
         if not cluster.ready:
-            return self.failed(uid, "has not synced its caches yet")
+            return self.failed("has not synced its caches yet")
         mode = self.policy.mode_for(cluster.namespace_labels(namespace))
         if mode == "disabled":
-            return allow(uid)
+            return allow()
         outcome = self.outcome(spec, cluster.catalog)
         if not outcome.patch:
             if mode == "audit" and outcome.in_tree:
                 why = f"gpu2dra audit: would leave it to the in-tree path ({outcome.in_tree})"
-                return allow(uid, [why, *outcome.warnings])
-            return allow(uid, outcome.warnings)
+                return allow([why, *outcome.warnings])
+            return allow(outcome.warnings)
         # After the memo: the shape's translation is the same everywhere, its quotas are not.
         quotas = cluster.namespace_quotas(namespace)
         if quotas and (lifted := unguarded(outcome.uses, quotas, cluster.catalog)):
-            return self.kept_under_quota(uid, mode, quota_warning(namespace, lifted))
+            return self.kept_under_quota(mode, quota_warning(namespace, lifted))
         if mode == "audit":
             summary = outcome.summary()
             warnings = [f"gpu2dra audit: would {summary}", *outcome.warnings]
             annotations = {AUDIT_ANNOTATION: summary[:2000]}
-            return Verdict("audit", allowed(uid, warnings, auditAnnotations=annotations))
-        answer = Verdict("patched", recorded(uid, pod, outcome))
+            return Verdict("audit", allowed(warnings, auditAnnotations=annotations))
+        answer = Verdict("patched", recorded(pod, outcome))
         if request.get("dryRun") or cluster.has_templates(namespace, outcome.templates):
             return answer
         return self._after_templates(answer, namespace, outcome, cluster)
@@ -178,11 +178,11 @@ class Mutator:
         )
 
     @staticmethod
-    def kept_under_quota(uid: str, mode: Mode, warning: str) -> Verdict:
+    def kept_under_quota(mode: Mode, warning: str) -> Verdict:
         """Translating would lift a GPU quota: the pod stays on the device plugin."""
         if mode == "audit":
             warning = f"gpu2dra audit: would not translate: {warning}"
-        return Verdict("quota", allowed(uid, [warning]))
+        return Verdict("quota", allowed([warning]))
 
     async def _after_templates(
         self, answer: Verdict, namespace: str, outcome: Outcome, cluster: ClusterView
@@ -190,16 +190,15 @@ class Mutator:
         try:
             await cluster.ensure_templates(namespace, outcome.templates)
         except TemplateError as err:
-            uid = answer.response["uid"]
             why = f"could not create ResourceClaimTemplates: {err}"
-            return self.failed(uid, why, outcome.warnings)
+            return self.failed(why, outcome.warnings)
         return answer
 
-    def failed(self, uid: str, why: str, warnings: Iterable[str] = ()) -> Verdict:
+    def failed(self, why: str, warnings: Iterable[str] = ()) -> Verdict:
         """gpu2dra could not do its part: admit unchanged with a warning, or deny (onError)."""
         if self.policy.on_error == "deny":
-            return deny(uid, f"gpu2dra {why}", code=503, warnings=warnings)
-        return allow(uid, [f"gpu2dra {why}; pod admitted unchanged", *warnings])
+            return deny(f"gpu2dra {why}", code=503, warnings=warnings)
+        return allow([f"gpu2dra {why}; pod admitted unchanged", *warnings])
 
 
 def _once(make: Callable[[], str]) -> Callable[[], str]:
@@ -214,34 +213,33 @@ def _once(make: Callable[[], str]) -> Callable[[], str]:
     return get
 
 
-def recorded(uid: str, pod: Obj, outcome: Outcome) -> AdmissionResponse:
+def recorded(pod: Obj, outcome: Outcome) -> Answer:
     """The shape's patch for this pod, which records what it replaces in an annotation unless
     the pod's annotations leave no room for it."""
     metadata = pod.get("metadata")
     if not isinstance(metadata, dict):  # never from the API server: nowhere to record
-        return patched(uid, outcome.unrecorded(), outcome.warnings)
+        return patched(outcome.unrecorded(), outcome.warnings)
     annotations = metadata.get("annotations")
     if annotations is None:
-        return patched(uid, outcome.bare_patch, outcome.warnings)
+        return patched(outcome.bare_patch, outcome.warnings)
     if not isinstance(annotations, dict):  # the API server refuses it anyway
-        return patched(uid, outcome.unrecorded(), outcome.warnings)
+        return patched(outcome.unrecorded(), outcome.warnings)
     if annotations_size(annotations) + outcome.record_size <= ANNOTATIONS_LIMIT:
-        return patched(uid, outcome.patch, outcome.warnings)
+        return patched(outcome.patch, outcome.warnings)
     why = (
         f"the pod's annotations leave no room for {RECORD_ANNOTATION}: "
         "re-applying its manifest will be refused"
     )
-    return patched(uid, outcome.unrecorded(), [*outcome.warnings, why])
+    return patched(outcome.unrecorded(), [*outcome.warnings, why])
 
 
 def reapplied(request: AdmissionRequest) -> Verdict:
     """An UPDATE of a translated pod that only brings back what gpu2dra replaced (its
     manifest applied again) is patched back to the live pod: a no-op, not a refused change."""
-    uid = request["uid"]
     old, new = request.get("oldObject"), request.get("object")
     if isinstance(old, dict) and isinstance(new, dict) and (ops := revert_ops(old, new)):
         try:
-            return Verdict("reapplied", patched(uid, encode_patch(ops)))
+            return Verdict("reapplied", patched(encode_patch(ops)))
         except TypeError:  # orjson's: nested past what it writes; the API server judges it
             pass
-    return allow(uid)
+    return allow()

@@ -1,4 +1,5 @@
-"""AdmissionReview (admission.k8s.io/v1) on the wire, and the pure builders of its answers."""
+"""AdmissionReview (admission.k8s.io/v1) on the wire, and the pure builders of its answers.
+Answers carry no uid: `review` stamps it once, where the answer is encoded."""
 
 from __future__ import annotations
 
@@ -36,8 +37,9 @@ class Status(TypedDict):
     message: str
 
 
-class AdmissionResponse(TypedDict):
-    uid: str
+class Answer(TypedDict):
+    """An AdmissionResponse without its uid, which `review` stamps from the request."""
+
     allowed: bool
     status: NotRequired[Status]
     patch: NotRequired[str]
@@ -93,8 +95,8 @@ def parse_review(body: bytes) -> AdmissionRequest:
     return request  # type: ignore[return-value]
 
 
-def allowed(uid: str, warnings: Iterable[str] = (), **extra: Any) -> AdmissionResponse:
-    response: AdmissionResponse = {"uid": uid, "allowed": True}
+def allowed(warnings: Iterable[str] = (), **extra: Any) -> Answer:
+    response: Answer = {"allowed": True}
     if warnings and (warnings := list(warnings)):
         response["warnings"] = warnings
     if extra:
@@ -102,11 +104,8 @@ def allowed(uid: str, warnings: Iterable[str] = (), **extra: Any) -> AdmissionRe
     return response
 
 
-def denied(
-    uid: str, message: str, code: int = 403, warnings: Iterable[str] = ()
-) -> AdmissionResponse:
-    response: AdmissionResponse = {
-        "uid": uid,
+def denied(message: str, code: int = 403, warnings: Iterable[str] = ()) -> Answer:
+    response: Answer = {
         "allowed": False,
         "status": {"code": code, "message": message},
     }
@@ -120,16 +119,19 @@ def encode_patch(ops: list[Obj]) -> str:
     return base64.b64encode(orjson.dumps(ops)).decode()
 
 
-def patched(uid: str, patch: str, warnings: Iterable[str] = ()) -> AdmissionResponse:
+def patched(patch: str, warnings: Iterable[str] = ()) -> Answer:
     """Allowed with `patch` (from `encode_patch`) applied; an empty patch changes nothing."""
-    response = allowed(uid, warnings)
+    response = allowed(warnings)
     if patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = patch
     return response
 
 
-def review(response: AdmissionResponse) -> bytes:
+def review(uid: str, answer: Answer) -> bytes:
+    """The AdmissionReview that carries `answer` for the request `uid`: the one place a
+    response gets its uid, as controller-runtime's Response.Complete does."""
+    response = {"uid": uid, **answer}
     return orjson.dumps(
         {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
     )

@@ -8,8 +8,9 @@ from typing import Any
 from app.core.catalog import Catalog
 from app.core.kube import RESOURCE_GROUP, Obj
 from app.core.resources import DraRequest, dra_requests
+from app.webhook.clusterview import ClusterView, ReadFailed
 from app.webhook.reviews import AdmissionRequest, namespace_of
-from app.webhook.view import ClusterView, Decision, ReadFailed, Verdict, allow, deny
+from app.webhook.verdicts import Decision, Verdict, allow, deny
 
 
 def _missing(requests: list[DraRequest], catalog: Catalog) -> list[tuple[str, str]]:
@@ -17,11 +18,10 @@ def _missing(requests: list[DraRequest], catalog: Catalog) -> list[tuple[str, st
 
 
 def validate(request: AdmissionRequest, cluster: ClusterView) -> Decision:
-    uid = request["uid"]
     obj = request.get("object")
     kind = request["kind"]
     if request["operation"] not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
-        return allow(uid)
+        return allow()
     metadata: Obj = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
     namespace = namespace_of(request, obj)
     name = request.get("name") or metadata.get("name") or metadata.get("generateName", "")
@@ -33,20 +33,18 @@ def validate(request: AdmissionRequest, cluster: ClusterView) -> Decision:
     ):
         claim_spec = spec.get("spec") if kind["kind"] == "ResourceClaimTemplate" else spec
         for req, cls in _missing(dra_requests(claim_spec), cluster.catalog):
-            return deny(
-                uid, f"{what}: request {req!r} names DeviceClass {cls!r}, which does not exist"
-            )
-        return allow(uid)
+            return deny(f"{what}: request {req!r} names DeviceClass {cls!r}, which does not exist")
+        return allow()
     if kind["kind"] != "Pod" or request["operation"] != "CREATE":
-        return allow(uid)
+        return allow()
     claims = spec.get("resourceClaims")
     if not isinstance(claims, list) or not claims:
-        return allow(uid)
-    return _validate_pod_claims(uid, what, namespace, claims, cluster)
+        return allow()
+    return _validate_pod_claims(what, namespace, claims, cluster)
 
 
 async def _validate_pod_claims(
-    uid: str, what: str, namespace: str, claims: list[Any], cluster: ClusterView
+    what: str, namespace: str, claims: list[Any], cluster: ClusterView
 ) -> Verdict:
     warnings = []
     for claim in claims:
@@ -69,8 +67,7 @@ async def _validate_pod_claims(
             continue
         for req, cls in _missing(found, cluster.catalog):
             return deny(
-                uid,
                 f"{what}: claim {claim.get('name')!r} uses {source}, whose request {req!r} "
                 f"names DeviceClass {cls!r}, which does not exist",
             )
-    return allow(uid, warnings)
+    return allow(warnings)

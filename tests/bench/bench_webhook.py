@@ -32,7 +32,7 @@ import yaml
 
 from app.manifests import yamlio
 from app.webhook.certs import make_certs
-from app.webhook.serve import KEEP_ALIVE_SECONDS
+from app.webhook.runner import KEEP_ALIVE_SECONDS
 from tests.bench import payloads
 
 ROOT = Path(__file__).resolve().parents[2]

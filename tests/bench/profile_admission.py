@@ -24,7 +24,7 @@ from typing import Any
 
 from app.core.policy import load_policy
 from app.webhook import logs
-from app.webhook.server import create_app
+from app.webhook.application import create_app
 from app.webhook.settings import Settings
 from tests.bench import payloads
 from tests.bench.floor import app as floor_app

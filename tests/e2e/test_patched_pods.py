@@ -21,7 +21,7 @@ from kubernetes import client
 
 from app.core.patch import RECORD_ANNOTATION
 from app.core.policy import load_policy
-from app.webhook.caches import OfflineCluster
+from app.webhook.cluster import OfflineCluster
 from app.webhook.mutate import Mutator
 from app.webhook.reviews import ReviewError, parse_review
 from tests.support.corpus import CORPUS_POLICY, corpus, outcome_of

@@ -15,12 +15,12 @@ import orjson
 
 with atheris.instrument_imports(include=["app"]):  # type: ignore[attr-defined]
     from app.core.policy import load_policy
-    from app.webhook.caches import OfflineCluster
+    from app.webhook.application import _translate_body
+    from app.webhook.cluster import OfflineCluster
     from app.webhook.mutate import Mutator
-    from app.webhook.reviews import ReviewError, parse_review
-    from app.webhook.server import _translate_body
+    from app.webhook.reviews import ReviewError, parse_review, review
     from app.webhook.validate import validate
-    from app.webhook.view import Decision
+    from app.webhook.verdicts import Decision
 
 from tests.fuzz.answers import check_patch
 from tests.support.corpus import CORPUS_POLICY
@@ -41,6 +41,11 @@ def _settled(decision: Decision) -> Any:
     raise AssertionError("the offline answer waited on something")
 
 
+def _encoded(request: Any, answer: Any) -> Any:
+    """The response as the endpoint sends it: the uid stamped, the whole answer encodable."""
+    return orjson.loads(review(request["uid"], answer))["response"]
+
+
 def mutate(data: bytes) -> None:
     try:
         request = parse_review(data)
@@ -50,7 +55,7 @@ def mutate(data: bytes) -> None:
         answer = _settled(MUTATOR(request, CLUSTER))
     except RecursionError:
         return  # the endpoint's clear 400: nested deeper than Python compares or prints
-    assert answer["uid"] == request["uid"]
+    assert _encoded(request, answer)["uid"] == request["uid"]
     if "patch" in answer:
         assert request["object"] is not None
         check_patch(request["object"], orjson.loads(base64.b64decode(answer["patch"])))
@@ -65,7 +70,8 @@ def validate_(data: bytes) -> None:
         answer = _settled(validate(request, CLUSTER))
     except RecursionError:
         return  # the endpoint's clear 400
-    assert answer["uid"] == request["uid"] and isinstance(answer["allowed"], bool)
+    encoded = _encoded(request, answer)
+    assert encoded["uid"] == request["uid"] and isinstance(encoded["allowed"], bool)
 
 
 def translate(data: bytes) -> None:

@@ -22,7 +22,7 @@ from app.core.catalog import Catalog
 from app.core.policy import load_policy
 from app.manifests.documents import ManifestError
 from app.manifests.render import translate_text
-from app.webhook.server import create_app
+from app.webhook.application import create_app
 from app.webhook.settings import Settings
 from tests.fuzz.answers import check_translate_answer
 from tests.fuzz.strategies import FUZZ, manifests

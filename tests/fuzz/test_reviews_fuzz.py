@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from app.core.catalog import Catalog
 from app.core.policy import DEFAULT_POLICY_YAML, Policy, load_policy, parse_policy
-from app.webhook.server import create_app
+from app.webhook.application import create_app
 from app.webhook.settings import Settings
 from tests.fuzz.answers import Answer, check_answer, check_patch, pod_of, uid_of
 from tests.fuzz.big_pods import BIG_PODS

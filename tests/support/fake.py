@@ -9,7 +9,7 @@ from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.quota import Quota
 from app.core.resources import DraRequest
-from app.webhook.view import TemplateError
+from app.webhook.clusterview import TemplateError
 
 
 @dataclass

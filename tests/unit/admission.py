@@ -10,8 +10,8 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from app.webhook.reviews import AdmissionRequest, AdmissionResponse
-from app.webhook.view import Decision
+from app.webhook.reviews import AdmissionRequest, Answer
+from app.webhook.verdicts import Decision
 from tests.support.pods import container, gpu
 
 Obj = dict[str, Any]
@@ -48,11 +48,11 @@ def request(
     return req  # type: ignore[return-value]
 
 
-def run(decision: Decision) -> AdmissionResponse:
+def run(decision: Decision) -> Answer:
     verdict = asyncio.run(decision) if isinstance(decision, Coroutine) else decision
     return verdict.response
 
 
-def apply(obj: Obj, response: AdmissionResponse) -> Obj:
+def apply(obj: Obj, response: Answer) -> Obj:
     ops = orjson.loads(base64.b64decode(response["patch"]))
     return jsonpatch.apply_patch(obj, ops)  # type: ignore[no-any-return]

@@ -13,9 +13,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.webhook.caches import LiveCluster, Store
+from app.webhook.cluster import LiveCluster, Store
+from app.webhook.clusterview import ReadFailed, TemplateError
 from app.webhook.metrics import Metrics
-from app.webhook.view import ReadFailed, TemplateError
 
 
 class FakeResponse:
@@ -196,7 +196,7 @@ class QuotaApi:
 
 def test_quotas_are_read_by_namespace() -> None:
     from app.core.quota import Quota
-    from app.webhook.caches import NamespacedStore
+    from app.webhook.cluster import NamespacedStore
 
     stop = threading.Event()
     store: NamespacedStore[Quota] = NamespacedStore(

@@ -18,7 +18,7 @@ from app.core.quota import Quota, mirror, namespace_uses, unguarded
 from app.core.resources import legacy_devices
 from app.core.translate import translate
 from app.webhook.mutate import Mutator
-from app.webhook.view import Verdict
+from app.webhook.verdicts import Verdict
 from tests.support.fake import FakeCluster
 from tests.support.pods import container, gpu
 from tests.support.strategies import TRANSLATED, pod_specs

@@ -24,8 +24,8 @@ from app.core.patch import (
 from app.core.policy import Policy
 from app.core.translate import translate
 from app.webhook.mutate import Mutator
-from app.webhook.reviews import AdmissionResponse
-from app.webhook.view import Decision
+from app.webhook.reviews import Answer
+from app.webhook.verdicts import Decision
 from tests.support.fake import FakeCluster
 from tests.support.pods import container, gpu
 from tests.support.strategies import plausible_pod_specs, setups
@@ -53,12 +53,12 @@ def request(obj: Obj, operation: str = "CREATE", **extra: Any) -> Any:
     return {"uid": "u", "kind": kind, "operation": operation, "object": obj, **extra}
 
 
-def run(decision: Decision) -> AdmissionResponse:
+def run(decision: Decision) -> Answer:
     verdict = asyncio.run(decision) if isinstance(decision, Coroutine) else decision
     return verdict.response
 
 
-def apply(obj: Obj, response: AdmissionResponse) -> Obj:
+def apply(obj: Obj, response: Answer) -> Obj:
     ops = orjson.loads(base64.b64decode(response["patch"]))
     return jsonpatch.apply_patch(obj, ops)  # type: ignore[no-any-return]
 

@@ -57,35 +57,38 @@ def test_parse_rejects_malformed_reviews(body: bytes, message: str) -> None:
 
 
 def test_allowed_carries_no_patch_and_no_empty_warnings() -> None:
-    assert allowed("u") == {"uid": "u", "allowed": True}
-    assert allowed("u", ["w"]) == {"uid": "u", "allowed": True, "warnings": ["w"]}
+    assert allowed() == {"allowed": True}
+    assert allowed(["w"]) == {"allowed": True, "warnings": ["w"]}
 
 
 def test_denied_carries_code_and_message() -> None:
-    assert denied("u", "no", 403) == {
-        "uid": "u",
+    assert denied("no", 403) == {
         "allowed": False,
         "status": {"code": 403, "message": "no"},
     }
 
 
 def test_patched_without_ops_is_plain_allowed() -> None:
-    response = patched("u", "")
+    response = patched("")
     assert "patch" not in response and "patchType" not in response
 
 
 def test_patched_encodes_json_patch() -> None:
     ops = [{"op": "add", "path": "/spec/x", "value": 1}]
-    response = patched("u", encode_patch(ops), ["w"])
+    response = patched(encode_patch(ops), ["w"])
     assert response["patchType"] == "JSONPatch"
     assert orjson.loads(base64.b64decode(response["patch"])) == ops
     assert response["warnings"] == ["w"]
 
 
-def test_review_envelope() -> None:
-    out = orjson.loads(review(allowed("u")))
+def test_review_envelope_stamps_the_uid_first() -> None:
+    body = review("u", allowed(["w"]))
+    assert body.startswith(
+        b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u",'
+    )
+    out = orjson.loads(body)
     assert out == {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
-        "response": {"uid": "u", "allowed": True},
+        "response": {"uid": "u", "allowed": True, "warnings": ["w"]},
     }

@@ -15,7 +15,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from app.core.policy import load_policy
-from app.webhook.server import create_app
+from app.webhook.application import create_app
 from app.webhook.settings import Settings
 from tests.support.fake import FakeCluster
 from tests.support.pods import container, gpu

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from app.webhook.application import create_app
 from app.webhook.certs import make_certs
-from app.webhook.server import create_app
 from app.webhook.settings import Listen, Settings
 from app.webhook.tls import harden, reload_certificates
 

@@ -3,14 +3,13 @@ offline mode, and the tests' fakes, so that the admission logic is the same for 
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from typing import Any, Literal, NamedTuple, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
 from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.quota import Quota
 from app.core.resources import DraRequest
-from app.webhook.reviews import AdmissionResponse, allowed, denied
 
 
 class TemplateError(Exception):
@@ -47,29 +46,3 @@ class ClusterView(Protocol):
     async def claim_requests(self, namespace: str, name: str) -> list[DraRequest] | None:
         """The requests of a ResourceClaim; None if absent; ReadFailed if
         it could not be read."""
-
-
-# "quota": left on the device plugin, because translating would lift a GPU quota;
-# "reapplied": an update that re-added what gpu2dra replaced, patched back to a no-op.
-Result = Literal["patched", "audit", "allowed", "denied", "quota", "reapplied"]
-
-
-class Verdict(NamedTuple):
-    """What admission decided, and the answer that says it: metrics and logs read `result`,
-    never the keys of the encoded answer."""
-
-    result: Result
-    response: AdmissionResponse
-
-
-def allow(uid: str, warnings: Iterable[str] = ()) -> Verdict:
-    return Verdict("allowed", allowed(uid, warnings))
-
-
-def deny(uid: str, message: str, code: int = 403, warnings: Iterable[str] = ()) -> Verdict:
-    return Verdict("denied", denied(uid, message, code=code, warnings=warnings))
-
-
-# The verdict, or, only when the API server must be asked first, a coroutine that gives it:
-# most answers need no await, and so no timer for the deadline either.
-Decision = Verdict | Coroutine[Any, Any, Verdict]

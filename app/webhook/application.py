@@ -19,7 +19,8 @@ from app.core.policy import MODES, Policy
 from app.kubeconfig import NoCluster, api_client
 from app.manifests.documents import ManifestError
 from app.manifests.render import Output, translate_text
-from app.webhook.caches import LiveCluster, OfflineCluster
+from app.webhook.cluster import LiveCluster, OfflineCluster
+from app.webhook.clusterview import ClusterView
 from app.webhook.endpoint import (
     Admission,
     ASGIReceive,
@@ -33,7 +34,7 @@ from app.webhook.mutate import Mutator
 from app.webhook.reviews import AdmissionRequest
 from app.webhook.settings import Settings
 from app.webhook.validate import validate
-from app.webhook.view import ClusterView, Decision, Verdict, allow
+from app.webhook.verdicts import Decision, Verdict, allow
 
 log = logging.getLogger("gpu2dra")
 
@@ -121,13 +122,13 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
         return mutator(adm, app.cluster)
 
     def mutate_late(adm: AdmissionRequest) -> Verdict:
-        return mutator.failed(adm["uid"], f"did not answer within {settings.deadline:g}s")
+        return mutator.failed(f"did not answer within {settings.deadline:g}s")
 
     def validate_(adm: AdmissionRequest) -> Decision:
         return validate(adm, app.cluster)
 
     def validate_late(adm: AdmissionRequest) -> Verdict:
-        return allow(adm["uid"], [f"gpu2dra could not check DeviceClasses within {deadline:g}s"])
+        return allow([f"gpu2dra could not check DeviceClasses within {deadline:g}s"])
 
     deadline, max_body = settings.deadline, settings.max_body
     app.admission = {

@@ -24,8 +24,8 @@ from app.core.kube import Obj
 from app.core.policy import Policy
 from app.core.quota import Quota
 from app.core.resources import DraRequest, dra_requests
+from app.webhook.clusterview import ReadFailed, TemplateError
 from app.webhook.metrics import Metrics
-from app.webhook.view import ReadFailed, TemplateError
 
 log = logging.getLogger(__name__)
 

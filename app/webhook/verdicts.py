@@ -1,0 +1,34 @@
+"""What admission decides: a result for metrics and logs, and the answer that says it.
+Verdicts carry no uid: the endpoint stamps it once, where the answer is encoded."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Iterable
+from typing import Any, Literal, NamedTuple
+
+from app.webhook.reviews import Answer, allowed, denied
+
+# "quota": left on the device plugin, because translating would lift a GPU quota;
+# "reapplied": an update that re-added what gpu2dra replaced, patched back to a no-op.
+Result = Literal["patched", "audit", "allowed", "denied", "quota", "reapplied"]
+
+
+class Verdict(NamedTuple):
+    """What admission decided, and the answer that says it: metrics and logs read `result`,
+    never the keys of the encoded answer."""
+
+    result: Result
+    response: Answer
+
+
+def allow(warnings: Iterable[str] = ()) -> Verdict:
+    return Verdict("allowed", allowed(warnings))
+
+
+def deny(message: str, code: int = 403, warnings: Iterable[str] = ()) -> Verdict:
+    return Verdict("denied", denied(message, code=code, warnings=warnings))
+
+
+# The verdict, or, only when the API server must be asked first, a coroutine that gives it:
+# most answers need no await, and so no timer for the deadline either.
+Decision = Verdict | Coroutine[Any, Any, Verdict]
