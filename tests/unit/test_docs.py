@@ -1,6 +1,10 @@
-"""The documentation: generated references that match the code."""
+"""The documentation: generated references that match the code, links that lead somewhere, a
+README short enough to read."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 
@@ -8,6 +12,21 @@ from app.core.policy import PolicyError, parse_policy
 from tests.support import docs
 
 ROOT = docs.ROOT
+PAGES = sorted(
+    [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").rglob("*.md")],
+)
+# Files the docs link to that come with the chart's own generated reference.
+PENDING = {ROOT / "charts" / "gpu2dra" / "README.md"}
+README_LINES = 200
+
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+_CODE = re.compile(r"`[^`\n]*`")
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def _links(page: Path) -> list[str]:
+    text = _CODE.sub("", _FENCE.sub("", page.read_text()))
+    return _LINK.findall(text)
 
 
 @pytest.mark.parametrize("path", sorted(docs.GENERATED))
@@ -15,6 +34,36 @@ def test_generated_reference_is_current(path: str) -> None:
     file = ROOT / path
     assert file.exists(), f"{path} is missing: run {docs.REGENERATE}"
     assert file.read_text() == docs.GENERATED[path](), f"{path} is stale: run {docs.REGENERATE}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_point_at_files(page: Path) -> None:
+    broken = []
+    for target in _links(page):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue  # a URL, mailto:, or an anchor of the page itself
+        path = (page.parent / target.split("#", 1)[0]).resolve()
+        if not path.exists() and path not in PENDING:
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)} links to missing files: {broken}"
+
+
+def test_the_link_checker_sees_links() -> None:
+    assert "docs/README.md" in _links(ROOT / "README.md")
+
+
+def test_readme_is_short() -> None:
+    lines = len((ROOT / "README.md").read_text().splitlines())
+    assert lines <= README_LINES, f"README.md has {lines} lines: move detail into docs/"
+
+
+def test_the_docs_index_lists_every_page() -> None:
+    index = ROOT / "docs" / "README.md"
+    listed = {(index.parent / t.split("#")[0]).resolve() for t in _links(index)}
+    pages = {p for p in (ROOT / "docs").rglob("*.md") if p != index}
+    runs = ROOT / "docs" / "performance" / "runs"
+    missing = [str(p.relative_to(ROOT)) for p in pages if p not in listed and runs not in p.parents]
+    assert not missing, f"docs/README.md does not link to {missing}"
 
 
 @pytest.mark.parametrize("field", sorted(docs.MAPPING_FIELDS))
