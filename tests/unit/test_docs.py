@@ -1,5 +1,5 @@
 """The documentation: generated references that match the code, links that lead somewhere, a
-README short enough to read."""
+README short enough to read, and tables that name what the code has."""
 
 from __future__ import annotations
 
@@ -9,6 +9,12 @@ from pathlib import Path
 import pytest
 
 from app.core.policy import PolicyError, parse_policy
+from app.troubleshoot.accounting import accounting_checks
+from app.troubleshoot.checks import Facts
+from app.troubleshoot.client import ReadError
+from app.troubleshoot.doctor import run_checks
+from app.webhook.endpoint import RESULTS
+from app.webhook.metrics import Metrics
 from tests.support import docs
 
 ROOT = docs.ROOT
@@ -64,6 +70,28 @@ def test_the_docs_index_lists_every_page() -> None:
     runs = ROOT / "docs" / "performance" / "runs"
     missing = [str(p.relative_to(ROOT)) for p in pages if p not in listed and runs not in p.parents]
     assert not missing, f"docs/README.md does not link to {missing}"
+
+
+def test_every_doctor_check_is_in_the_table() -> None:
+    err = ReadError("forbidden")
+    facts = Facts(err, err, err, err, err, err, err, quotas=err, kueue=err)
+    policy = parse_policy({})
+    names = [c.name for c in run_checks(facts, policy) + accounting_checks(facts, policy)]
+    text = (ROOT / "docs" / "troubleshooting" / "doctor.md").read_text()
+    rows = re.findall(r"^\| `([a-z-]+)` \|", text, re.M)
+    assert rows == names
+
+
+def test_every_metric_is_documented() -> None:
+    metrics = Metrics()
+    metrics.tally("mutate", RESULTS)
+    text = (ROOT / "docs" / "reference" / "metrics.md").read_text()
+    names = {m.name for m in metrics.registry.collect()}
+    assert names, "no metric collected"
+    missing = sorted(n for n in names if n not in text)
+    assert not missing, f"docs/reference/metrics.md does not name {missing}"
+    for result in RESULTS:
+        assert f"`{result}`" in text, f"docs/reference/metrics.md does not name result {result}"
 
 
 @pytest.mark.parametrize("field", sorted(docs.MAPPING_FIELDS))
