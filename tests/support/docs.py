@@ -1,0 +1,368 @@
+"""The generated references in docs/reference/: the command line, from gpu2dra's own argument
+parser, and the policy file, from its embedded default and the chart's schema. A test
+regenerates them in memory and fails when a file in the tree differs.
+
+    python -m tests.support.docs           # exit 1 naming each stale file
+    python -m tests.support.docs --write   # regenerate them
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, get_args
+from unittest import mock
+
+from app import cli
+from app.core import policy
+
+ROOT = Path(__file__).resolve().parents[2]
+REGENERATE = "python -m tests.support.docs --write"
+WIDTH = 100  # usage lines wrap here, whatever the terminal
+SCHEMA = ROOT / "charts" / "gpu2dra" / "values.schema.json"
+
+
+def _banner(source: str) -> str:
+    return (
+        f"<!-- Generated from {source} by `{REGENERATE}`; do not edit by hand: "
+        "tests/unit/test_docs.py fails when this file is stale. -->\n"
+    )
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+# ---- the command line --------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """gpu2dra's parser, with the defaults that depend on where it runs left out: `serve
+    --namespace` defaults to the pod's own namespace ($POD_NAMESPACE or the service account's)."""
+    with mock.patch.object(cli, "_own_namespace", lambda: None):
+        return cli._parser()
+
+
+def _subcommands(
+    parser: argparse.ArgumentParser,
+) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help or "" for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                yield name, helps.get(name, ""), sub
+
+
+def _usage(parser: argparse.ArgumentParser) -> str:
+    formatter = argparse.HelpFormatter(parser.prog, width=WIDTH)
+    formatter.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups, "")
+    return formatter.format_help().strip()
+
+
+def _value(action: argparse.Action) -> str:
+    if action.nargs == 0:
+        return ""
+    if action.choices:
+        return " \\| ".join(f"`{c}`" for c in action.choices)
+    return f"`{action.metavar or action.dest.upper()}`"
+
+
+def _default(action: argparse.Action) -> str:
+    if action.required:
+        return "required"
+    if action.nargs == 0 or action.default is None or action.default == []:
+        return ""
+    return f"`{action.default}`"
+
+
+# Defaults the parser computes from where it runs, which a reference cannot print.
+RUNTIME_DEFAULTS = {
+    ("serve", "--namespace"): "the pod's own: `$POD_NAMESPACE`, else the service account's",
+    ("report", "--namespace"): "the kubeconfig context's namespace, else `default`",
+}
+
+
+def _options(command: str, parser: argparse.ArgumentParser) -> list[str]:
+    rows = ["| argument | value | default | what it does |", "| --- | --- | --- | --- |"]
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        name = ", ".join(f"`{s}`" for s in action.option_strings) or f"`{action.dest}`"
+        first = action.option_strings[-1] if action.option_strings else action.dest
+        default = RUNTIME_DEFAULTS.get((command, first)) or _default(action)
+        help_text = _cell(action.help or "")
+        rows.append(f"| {name} | {_value(action)} | {default} | {help_text} |")
+    return rows
+
+
+def cli_reference() -> str:
+    parser = build_parser()
+    out = [
+        _banner("the argument parser in app/cli.py"),
+        "# Command line reference",
+        "",
+        f"`gpu2dra`: {parser.description} `python -m app` is the "
+        "same program. Every subcommand and every argument with its help, as `gpu2dra "
+        "<command> --help` prints them. A cluster that cannot be reached, a missing "
+        "kubeconfig, a bad policy or manifest is one line on stderr and exit status 1.",
+        "",
+        "| command | what it does |",
+        "| --- | --- |",
+    ]
+    subs = list(_subcommands(parser))
+    out += [f"| [`{name}`](#gpu2dra-{name}) | {_cell(text)} |" for name, text, _ in subs]
+    for name, text, sub in subs:
+        out += ["", f"## gpu2dra {name}", "", f"{text[:1].upper()}{text[1:]}.", ""]
+        out += ["```", _usage(sub), "```", ""]
+        out += _options(name, sub)
+    return "\n".join(out) + "\n"
+
+
+# ---- the policy file ---------------------------------------------------------------------
+
+# What each field means; the values and defaults come from app/core/policy.py.
+FIELDS = {
+    "defaultMode": "The mode of a namespace without the `gpu2dra.io/migration` label.",
+    "onError": "When a ResourceClaimTemplate cannot be created (or caches have not synced): "
+    "`allow` admits the pod unchanged with a warning, `deny` refuses it (code 503).",
+    "keepNodeSelectors": "Keep `nodeSelector` and node-affinity terms on GFD labels after "
+    "turning them into device selectors (by default they are removed: DRA nodes need not "
+    "carry GFD labels).",
+    "skipNamespaces": "Namespaces whose pods are never changed; `gpu2dra serve` adds its own "
+    "namespace.",
+    "deviceClasses": "The DeviceClasses assumed to exist without a cluster (`--offline`, "
+    "`gpu2dra translate`), and by `report` when DeviceClasses cannot be read.",
+    "mappings": "Legacy resource name (exact, or a prefix ending in `*`) to mapping. When "
+    "given, it is the whole set: the default mappings are not merged in.",
+    "migSingle": "The pattern mapping that MIG single-strategy pods (`nvidia.com/gpu` on a "
+    "node whose GFD product is `<model>-MIG-<profile>`) are translated with; `none` leaves "
+    "such pods alone.",
+}
+MAPPING_FIELDS = {
+    "deviceClassName": (
+        "string",
+        "required",
+        "The DeviceClass the devices are requested from.",
+    ),
+    "selectors": (
+        "list of CEL expressions",
+        "`[]`",
+        "Added to every request of the mapping; `{profile}` is the MIG profile the `*` "
+        "captured, as the DRA driver spells it (`mig-1g.10gb.me` is `1g.10gb+me`).",
+    ),
+    "nodeLabels": (
+        " \\| ".join(f"`{v}`" for v in get_args(policy.NodeLabels)),
+        "`gpu`; `mig` for a pattern",
+        "Which GFD node labels may become device selectors: those of whole GPUs (product, "
+        "family, memory, ...), those that hold for a MIG slice (its memory is the slice's), "
+        "or none.",
+    ),
+    "inTree": (
+        " \\| ".join(f"`{v}`" for v in get_args(policy.InTree)),
+        "`defer`",
+        "Where a DeviceClass serves the resource in-tree (`extendedResourceName`, "
+        "KEP-5004): `defer` leaves a pod that gains nothing from translation to the "
+        "scheduler, `translate` translates every pod.",
+    ),
+    "sharing": (
+        "`refuse` \\| `TimeSlicing` \\| `MPS` \\| the driver's `GpuSharing` map",
+        "`refuse`",
+        "Pods that select GPUs the device plugin shares: `refuse` leaves them alone (they "
+        "would become exclusive); a strategy translates them with the driver's opaque "
+        "`GpuConfig` (`MigDeviceConfig` for MIG) in the template.",
+    ),
+}
+# Example values, one per mapping field: the docs test parses each.
+MAPPING_EXAMPLES: dict[str, Any] = {
+    "deviceClassName": "gpu.nvidia.com",
+    "selectors": ["device.attributes['gpu.nvidia.com'].architecture == 'Hopper'"],
+    "nodeLabels": "none",
+    "inTree": "translate",
+    "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}},
+}
+
+
+def _values(key: str) -> str:
+    choices: dict[str, tuple[str, ...]] = {
+        "defaultMode": policy.MODES,
+        "onError": get_args(policy.OnError),
+    }
+    if key in choices:
+        return " \\| ".join(f"`{v}`" for v in choices[key])
+    if key == "migSingle":
+        return "`none` \\| a pattern key of `mappings`"
+    return {
+        "keepNodeSelectors": "`true` \\| `false`",
+        "skipNamespaces": "list of namespace names",
+        "deviceClasses": "list of DeviceClass names",
+        "mappings": "map of resource name to [mapping](#mappings)",
+    }[key]
+
+
+def _flow(value: Any) -> str:
+    if isinstance(value, dict):
+        return "see [the default](#the-embedded-default)"
+    return f"`{json.dumps(value)}`"
+
+
+def _schema_text(node: Any) -> str:
+    """A schema node, shortly: its enum, or its type."""
+    if not isinstance(node, dict):
+        return ""
+    if "enum" in node:
+        return " \\| ".join(f"`{v}`" for v in node["enum"])
+    if "oneOf" in node:
+        return " or ".join(_schema_text(n) for n in node["oneOf"])
+    kind = node.get("type", "")
+    kind = " \\| ".join(kind) if isinstance(kind, list) else str(kind)
+    if kind == "array":
+        return f"array of {_schema_text(node.get('items'))}"
+    return f"{kind}"
+
+
+def _chart_schema() -> dict[str, Any]:
+    if not SCHEMA.exists():
+        return {}
+    found = json.loads(SCHEMA.read_text()).get("properties", {}).get("policy", {})
+    return found if isinstance(found, dict) else {}
+
+
+def _schema_rows(props: dict[str, Any], names: list[str], prefix: str = "") -> list[str]:
+    rows = []
+    for name in names:
+        node = props.get(name)
+        text = _schema_text(node) if node is not None else "**not in the chart's schema**"
+        rows.append(f"| `{prefix}{name}` | {text} |")
+    return rows
+
+
+def _nested(node: Any, path: str) -> Iterator[str]:
+    """Rows for the object properties under `node`, depth first."""
+    if not isinstance(node, dict):
+        return
+    for option in node.get("oneOf", []):
+        yield from _nested(option, path)
+    for name, sub in (node.get("properties") or {}).items():
+        where = f"{path}.{name}"
+        yield f"| `{where}` | {_schema_text(sub) or 'object'} |"
+        yield from _nested(sub, where)
+
+
+def policy_reference() -> str:
+    keys = list(FIELDS)
+    if set(keys) != policy._KEYS:
+        raise SystemExit(
+            f"tests/support/docs.py: FIELDS {sorted(keys)} differ from the policy's fields "
+            f"{sorted(policy._KEYS)}: describe every field"
+        )
+    default = policy._DEFAULT
+    out = [
+        _banner("app/core/policy.py (DEFAULT_POLICY_YAML) and the chart's values.schema.json"),
+        "# Policy file reference",
+        "",
+        "The policy says which legacy resources become which DRA requests, and what happens "
+        "in namespaces that carry no label. `gpu2dra serve --policy FILE` and `gpu2dra "
+        "translate --policy FILE` read it; `doctor`, `explain`, `report`, `quota` and "
+        "`deviceclasses` take `--policy FILE` too, else the chart's ConfigMap beside the "
+        "Service the webhooks point at, else the embedded default. The chart renders it "
+        "from its `policy` value into that ConfigMap (`policy.yaml`).",
+        "",
+        "Every field is optional: one left out takes the embedded default below. Unknown "
+        "fields and wrong values are errors that name the field.",
+        "",
+        "## The embedded default",
+        "",
+        "```yaml",
+        policy.DEFAULT_POLICY_YAML.rstrip("\n"),
+        "```",
+        "",
+        "## Fields",
+        "",
+        "| field | values | default | what it does |",
+        "| --- | --- | --- | --- |",
+    ]
+    for key in keys:
+        out.append(f"| `{key}` | {_values(key)} | {_flow(default[key])} | {_cell(FIELDS[key])} |")
+    out += [
+        "",
+        "## Mappings",
+        "",
+        "Each entry of `mappings`: its key is a resource name such as `nvidia.com/gpu`, or a "
+        "prefix ending in `*` (`nvidia.com/mig-*`) that captures a MIG profile as the "
+        "device plugin spells it. The longest matching prefix wins.",
+        "",
+        "| field | values | default | what it does |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, (values, dflt, text) in MAPPING_FIELDS.items():
+        out.append(f"| `{name}` | {values} | {dflt} | {_cell(text)} |")
+    schema = _chart_schema()
+    props = schema.get("properties") or {}
+    mapping = ((props.get("mappings") or {}).get("additionalProperties") or {}).get(
+        "properties"
+    ) or {}
+    out += [
+        "",
+        "## What the chart's schema accepts",
+        "",
+        "`helm install` checks the chart's `policy` value against "
+        "`charts/gpu2dra/values.schema.json` before gpu2dra reads it:",
+        "",
+        "| field | the chart's schema |",
+        "| --- | --- |",
+        *_schema_rows(props, keys),
+        *_schema_rows(mapping, list(MAPPING_FIELDS), "mappings.<resource>."),
+    ]
+    sharing = mapping.get("sharing")
+    rows = list(_nested(sharing, "mappings.<resource>.sharing"))
+    if rows:
+        out += [
+            "",
+            "The `sharing` map, as the schema gives it (the driver's `GpuSharing`):",
+            "",
+            "| field | the chart's schema |",
+            "| --- | --- |",
+            *rows,
+        ]
+    return "\n".join(out) + "\n"
+
+
+# ---- the files ---------------------------------------------------------------------------
+
+GENERATED: dict[str, Callable[[], str]] = {
+    "docs/reference/cli.md": cli_reference,
+    "docs/reference/policy.md": policy_reference,
+}
+
+
+def stale() -> list[str]:
+    """The generated files whose text differs from what the code gives now."""
+    found = []
+    for path, make in GENERATED.items():
+        file = ROOT / path
+        if not file.exists() or file.read_text() != make():
+            found.append(path)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.support.docs")
+    parser.add_argument("--write", action="store_true", help="regenerate the files")
+    args = parser.parse_args(argv)
+    if args.write:
+        for path, make in GENERATED.items():
+            (ROOT / path).parent.mkdir(parents=True, exist_ok=True)
+            (ROOT / path).write_text(make())
+            print(f"wrote {path}")
+        return 0
+    found = stale()
+    for path in found:
+        print(f"{path} is stale: run {REGENERATE}", file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""The documentation: generated references that match the code, links that lead somewhere, a
+README short enough to read, and tables that name what the code has."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from app.core.policy import PolicyError, parse_policy
+from app.troubleshoot.accounting import accounting_checks
+from app.troubleshoot.checks import Facts
+from app.troubleshoot.client import ReadError
+from app.troubleshoot.doctor import run_checks
+from app.webhook.endpoint import RESULTS
+from app.webhook.metrics import Metrics
+from tests.support import docs
+
+ROOT = docs.ROOT
+PAGES = sorted(
+    [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").rglob("*.md")],
+)
+# Files the docs link to that come with the chart's own generated reference.
+PENDING = {ROOT / "charts" / "gpu2dra" / "README.md"}
+README_LINES = 200
+
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+_CODE = re.compile(r"`[^`\n]*`")
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def _links(page: Path) -> list[str]:
+    text = _CODE.sub("", _FENCE.sub("", page.read_text()))
+    return _LINK.findall(text)
+
+
+@pytest.mark.parametrize("path", sorted(docs.GENERATED))
+def test_generated_reference_is_current(path: str) -> None:
+    file = ROOT / path
+    assert file.exists(), f"{path} is missing: run {docs.REGENERATE}"
+    assert file.read_text() == docs.GENERATED[path](), f"{path} is stale: run {docs.REGENERATE}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_point_at_files(page: Path) -> None:
+    broken = []
+    for target in _links(page):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue  # a URL, mailto:, or an anchor of the page itself
+        path = (page.parent / target.split("#", 1)[0]).resolve()
+        if not path.exists() and path not in PENDING:
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)} links to missing files: {broken}"
+
+
+def test_the_link_checker_sees_links() -> None:
+    assert "docs/README.md" in _links(ROOT / "README.md")
+
+
+def test_readme_is_short() -> None:
+    lines = len((ROOT / "README.md").read_text().splitlines())
+    assert lines <= README_LINES, f"README.md has {lines} lines: move detail into docs/"
+
+
+def test_the_docs_index_lists_every_page() -> None:
+    index = ROOT / "docs" / "README.md"
+    listed = {(index.parent / t.split("#")[0]).resolve() for t in _links(index)}
+    pages = {p for p in (ROOT / "docs").rglob("*.md") if p != index}
+    runs = ROOT / "docs" / "performance" / "runs"
+    missing = [str(p.relative_to(ROOT)) for p in pages if p not in listed and runs not in p.parents]
+    assert not missing, f"docs/README.md does not link to {missing}"
+
+
+def test_every_doctor_check_is_in_the_table() -> None:
+    err = ReadError("forbidden")
+    facts = Facts(err, err, err, err, err, err, err, quotas=err, kueue=err)
+    policy = parse_policy({})
+    names = [c.name for c in run_checks(facts, policy) + accounting_checks(facts, policy)]
+    text = (ROOT / "docs" / "troubleshooting" / "doctor.md").read_text()
+    rows = re.findall(r"^\| `([a-z-]+)` \|", text, re.M)
+    assert rows == names
+
+
+def test_every_metric_is_documented() -> None:
+    metrics = Metrics()
+    metrics.tally("mutate", RESULTS)
+    text = (ROOT / "docs" / "reference" / "metrics.md").read_text()
+    names = {m.name for m in metrics.registry.collect()}
+    assert names, "no metric collected"
+    missing = sorted(n for n in names if n not in text)
+    assert not missing, f"docs/reference/metrics.md does not name {missing}"
+    for result in RESULTS:
+        assert f"`{result}`" in text, f"docs/reference/metrics.md does not name result {result}"
+
+
+@pytest.mark.parametrize("field", sorted(docs.MAPPING_FIELDS))
+def test_each_documented_mapping_field_is_accepted(field: str) -> None:
+    mapping = {"deviceClassName": "gpu.nvidia.com", field: docs.MAPPING_EXAMPLES[field]}
+    parse_policy({"mappings": {"nvidia.com/gpu": mapping}})
+
+
+def test_an_undocumented_mapping_field_is_refused() -> None:
+    with pytest.raises(PolicyError, match="unknown field"):
+        parse_policy({"mappings": {"nvidia.com/gpu": {"deviceClassName": "x", "other": 1}}})
+
+
+def test_the_docs_command_says_what_is_stale(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(docs, "stale", lambda: ["docs/reference/cli.md"])
+    assert docs.main([]) == 1
+    assert capsys.readouterr().err == (f"docs/reference/cli.md is stale: run {docs.REGENERATE}\n")
