@@ -125,10 +125,15 @@ class Policy:
 
     def mode_for(self, labels: AnyMapping[str, str] | None) -> Mode:
         """The namespace's mode: its label, else the cluster default. A misspelt label disables."""
-        value = (labels or {}).get(MODE_LABEL)
+        value = mode_label(labels)
         if value is None:
             return self.default_mode
         return value if value in MODES else "disabled"
+
+
+def mode_label(labels: AnyMapping[str, str] | None) -> str | None:
+    """The value of a namespace's gpu2dra.io/migration label; None without one."""
+    return (labels or {}).get(MODE_LABEL)
 
 
 def _expect(cond: bool, where: str, what: str) -> None:

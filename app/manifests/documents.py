@@ -12,6 +12,7 @@ from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Mode, Policy
 from app.core.resources import legacy_amounts
+from app.core.scope import never_changed
 from app.core.translate import describe, translate
 from app.manifests import yamlio
 from app.manifests.podspecs import MAX_DEPTH, TooDeep, rewrite_pod_specs, singular_containers
@@ -137,7 +138,7 @@ def _translate_one(
         metadata.get("name") or metadata.get("generateName"),
     )
     where = Note(number, f"{kind} {ident}" if ident else str(kind), "")
-    if mode == "disabled" or ns in policy.skip_namespaces:
+    if mode == "disabled" or never_changed(ns, policy):
         return doc
 
     def one(spec: Obj) -> Obj:

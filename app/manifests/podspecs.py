@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.core.kube import Obj
-from app.core.policy import SKIP_ANNOTATION
+from app.core.scope import opted_out
 from app.manifests import yamlio
 
 MAX_DEPTH = yamlio.MAX_DEPTH
@@ -25,11 +25,6 @@ def is_pod_spec(node: Obj) -> bool:
         and bool(containers)
         and all(isinstance(c, dict) and "name" in c for c in containers)
     )
-
-
-def _skipped(metadata: Any) -> bool:
-    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-    return isinstance(annotations, dict) and annotations.get(SKIP_ANNOTATION) == "true"
 
 
 def rewrite_pod_specs(node: Any, rewrite: Callable[[Obj], Obj], opt_out: bool = True) -> Any:
@@ -50,7 +45,7 @@ def _walk(node: Any, rewrite: Callable[[Obj], Obj], every: bool, skip: bool, dep
         return node if skip else rewrite(node)
     # A pod template's own metadata can opt out (gpu2dra.io/skip) like a pod's.
     skip = skip or (
-        not every and _skipped(node.get("metadata")) and isinstance(node.get("spec"), dict)
+        not every and opted_out(node.get("metadata")) and isinstance(node.get("spec"), dict)
     )
     changed = {}
     for key, value in node.items():

@@ -13,6 +13,7 @@ from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Policy
 from app.core.quota import Quota, describe, fix_line, namespace_uses, unguarded
+from app.core.scope import NEVER_CHANGED, namespace_mode
 from app.troubleshoot.checks import READ_FIX, Check, Facts, mapped_classes
 from app.troubleshoot.client import Listed, ReadError, cannot_read
 
@@ -39,12 +40,10 @@ def check_quota(namespaces: Listed, quotas: Listed, classes: Listed, policy: Pol
     translating, lifted = 0, []
     for ns in namespaces:
         ns_name = ns["metadata"]["name"]
-        if ns_name in policy.skip_namespaces:
+        if namespace_mode(ns, policy) in (NEVER_CHANGED, "disabled"):
             continue
         if (ns.get("status") or {}).get("phase") == "Terminating":
             continue  # no pod can be created there any more
-        if policy.mode_for(ns["metadata"].get("labels")) == "disabled":
-            continue
         translating += 1
         found = by_namespace.get(ns_name, [])
         if gaps := unguarded(namespace_uses(found, policy), found, catalog):

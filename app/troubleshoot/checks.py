@@ -9,6 +9,7 @@ from typing import Literal
 
 from app.core.kube import RESOURCE_GROUP, Obj
 from app.core.policy import MODE_LABEL, MODES, Policy
+from app.core.scope import NEVER_CHANGED, namespace_mode
 from app.troubleshoot.cel.devices import Device, Selection, class_selectors, devices_of, select
 from app.troubleshoot.client import Listed, ReadError, cannot_read
 from app.troubleshoot.registrations import Endpoint, Registration
@@ -338,13 +339,8 @@ def check_namespaces(namespaces: Listed, policy: Policy) -> Check:
     name = "namespaces"
     if isinstance(namespaces, ReadError):
         return unreadable(name, namespaces)
-    counts: Counter[str] = Counter()
-    for ns in namespaces:
-        if ns["metadata"]["name"] in policy.skip_namespaces:
-            counts["never changed"] += 1
-        else:
-            counts[policy.mode_for(ns["metadata"].get("labels"))] += 1
-    text = ", ".join(f"{counts[m]} {m}" for m in (*MODES, "never changed"))
+    counts: Counter[str] = Counter(namespace_mode(ns, policy) for ns in namespaces)
+    text = ", ".join(f"{counts[m]} {m}" for m in (*MODES, NEVER_CHANGED))
     return Check(
         name,
         "PASS",

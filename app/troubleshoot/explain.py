@@ -15,10 +15,10 @@ from functools import partial
 from app.core.catalog import Catalog
 from app.core.intree import native_classes
 from app.core.kube import Obj
-from app.core.policy import MODE_LABEL, Policy
+from app.core.policy import MODE_LABEL, Policy, mode_label
 from app.core.quota import Quota, quota_warning, unguarded
 from app.core.resources import legacy_devices
-from app.core.skip import skip_reason
+from app.core.scope import skip_reason
 from app.core.templates import TEMPLATE_PREFIX
 from app.core.translate import Translation, describe, translate
 from app.troubleshoot.allocation import Step
@@ -69,7 +69,7 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
     if isinstance(facts.namespace_labels, ReadError):
         return [unreadable_step(f"namespace {namespace}, so its mode", facts.namespace_labels)]
     mode = policy.mode_for(facts.namespace_labels)
-    label = (facts.namespace_labels or {}).get(MODE_LABEL)
+    label = mode_label(facts.namespace_labels)
     where = f"label {MODE_LABEL}={label}" if label is not None else "no label: the default mode"
     translation = translate(spec, policy, catalog)
     if translation.in_tree and mode != "disabled":

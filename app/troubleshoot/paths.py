@@ -8,6 +8,7 @@ from collections import defaultdict
 from app.core.catalog import Catalog
 from app.core.mig import plugin_resource
 from app.core.policy import Policy, ResourceMapping
+from app.core.scope import namespace_mode
 from app.troubleshoot.cel.devices import devices_of
 from app.troubleshoot.checks import Check, unreadable
 from app.troubleshoot.client import Listed, ReadError
@@ -35,11 +36,7 @@ def check_paths(classes: Listed, namespaces: Listed, slices: Listed, policy: Pol
             return unreadable(name, listed)
     assert not isinstance(classes, ReadError) and not isinstance(namespaces, ReadError)
     catalog = Catalog.from_objects(classes)
-    modes: dict[str, int] = defaultdict(int)
-    for ns in namespaces:
-        if ns["metadata"]["name"] not in policy.skip_namespaces:
-            modes[policy.mode_for(ns["metadata"].get("labels"))] += 1
-    translating = modes["enabled"]
+    translating = sum(1 for ns in namespaces if namespace_mode(ns, policy) == "enabled")
     lines, doubles = [], []
     for mapping in policy.mappings:
         native = _native(mapping, catalog)

@@ -24,6 +24,7 @@ from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import MODE_LABEL, Policy
 from app.core.resources import legacy_devices
+from app.core.scope import NEVER_CHANGED, namespace_mode, never_changed
 from app.core.templates import describe_template
 from app.manifests.documents import IN_TREE, translate_documents
 from app.manifests.podspecs import TooDeep, pod_specs
@@ -168,12 +169,12 @@ def build(
         name = ns_obj["metadata"]["name"]
         if name not in rows:
             continue
-        if name in policy.skip_namespaces:
-            mode = "never changed"
+        if never_changed(name, policy):
+            mode = NEVER_CHANGED
         elif namespaces is None:
             mode = "unknown"
         else:
-            mode = policy.mode_for(ns_obj["metadata"].get("labels"))
+            mode = namespace_mode(ns_obj, policy)
         workloads = sorted((_path(w, mode) for w in rows[name]), key=lambda w: (w.kind, w.name))
         out.append(Namespace(name, mode, workloads))
     return Report(out, rollout_order(out), list(unreadable or []))

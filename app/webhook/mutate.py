@@ -27,7 +27,7 @@ from app.core.patch import (
 from app.core.policy import Mode, Policy
 from app.core.quota import Use, quota_warning, unguarded
 from app.core.resources import asks_extended_resources
-from app.core.skip import skip_reason
+from app.core.scope import skip_reason
 from app.core.translate import VISIBLE_DEVICES, describe, translate
 from app.webhook.clusterview import ClusterView, TemplateError
 from app.webhook.reviews import (
