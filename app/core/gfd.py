@@ -56,6 +56,27 @@ REMOVE: Any = object()  # a spec_changes value: delete the field
 NO_SELECTION = NodeSelection({}, {}, ())
 
 
+class RequiredAffinity(NamedTuple):
+    """A pod's required node affinity: the nodeAffinity map, its required map and its terms."""
+
+    node_affinity: Obj
+    required: Obj
+    terms: list[Any]
+
+
+def required_affinity(affinity: Any) -> RequiredAffinity | None:
+    """affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution and its
+    nodeSelectorTerms (a list); None when the pod has no such terms."""
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    if not isinstance(node_affinity, dict):
+        return None
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    if not isinstance(required, dict) or not isinstance(terms, list):
+        return None
+    return RequiredAffinity(node_affinity, required, terms)
+
+
 def _requirements_of_term(term: Obj) -> list[Requirement] | None:
     exprs = term.get("matchExpressions") or []
     if not isinstance(exprs, list):
@@ -128,17 +149,10 @@ def _translate_affinity(
     affinity: Any, take: Callable[[Requirement], bool], warnings: list[str]
 ) -> Any:
     """The new affinity (or REMOVE) after taking GFD terms, None when nothing was taken."""
-    if not isinstance(affinity, dict):
+    found = required_affinity(affinity)
+    if found is None or not found.terms:
         return None
-    node_affinity = affinity.get("nodeAffinity")
-    if not isinstance(node_affinity, dict):
-        return None
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if not isinstance(required, dict):
-        return None
-    terms = required.get("nodeSelectorTerms")
-    if not isinstance(terms, list) or not terms:
-        return None
+    node_affinity, required, terms = found
     parsed = [_requirements_of_term(t) if isinstance(t, dict) else None for t in terms]
     if not any(r and any(is_gfd_label(q[0]) for q in r) for r in parsed):
         return None
@@ -192,15 +206,8 @@ def _positive_requirements(spec: Obj) -> Iterator[Requirement]:
         for key, value in node_selector.items():
             if isinstance(key, str) and isinstance(value, str):
                 yield key, "In", [value]
-    affinity = spec.get("affinity")
-    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
-    required = (
-        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-        if isinstance(node_affinity, dict)
-        else None
-    )
-    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
-    for term in terms if isinstance(terms, list) else ():
+    found = required_affinity(spec.get("affinity"))
+    for term in found.terms if found is not None else ():
         reqs = _requirements_of_term(term) if isinstance(term, dict) else None
         yield from reqs or ()
 
