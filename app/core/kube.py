@@ -8,6 +8,9 @@ from typing import Any
 
 Obj = dict[str, Any]
 
+# The label on everything gpu2dra generates (templates, DeviceClasses, ResourceQuotas).
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu2dra"}
+
 RESOURCE_GROUP = "resource.k8s.io"
 RESOURCE_API_VERSION = f"{RESOURCE_GROUP}/v1"
 
@@ -27,3 +30,12 @@ def dns_label(text: str) -> str:
     """Lower-case `text` and squeeze everything that is not [a-z0-9] into single dashes."""
     label = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
     return label[:DNS_LABEL_MAX].rstrip("-") or "x"
+
+
+def cel_expressions(selectors: Any) -> tuple[str, ...]:
+    """The CEL expressions of a `selectors` list, a request's or a DeviceClass's."""
+    return tuple(
+        str(s["cel"]["expression"])
+        for s in (selectors if isinstance(selectors, list) else ())
+        if isinstance(s, dict) and isinstance(s.get("cel"), dict) and "expression" in s["cel"]
+    )

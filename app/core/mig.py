@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from app.core.kube import MANAGED_BY
+
 _MIG_BASE = re.compile(r"(?:\d+c\.)?\d+g\.\d+gb")
 # The device plugin writes a profile's `+` as `.` (go-nvlib attributes: me, me.all, gfx; -me).
 _MIG_ATTRS = ((".me.all", "+me.all"), (".me", "+me"), (".gfx", "+gfx"), ("-me", "-me"))
@@ -46,7 +48,7 @@ def device_class(profile: str) -> dict[str, object]:
         "kind": "DeviceClass",
         "metadata": {
             "name": f"mig-{re.sub(r'[.+]', '-', profile)}.nvidia.com",
-            "labels": {"app.kubernetes.io/managed-by": "gpu2dra"},
+            "labels": dict(MANAGED_BY),
         },
         "spec": {
             "selectors": [

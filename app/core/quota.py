@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from app.core.catalog import Catalog
-from app.core.kube import Obj
+from app.core.kube import MANAGED_BY, Obj
 from app.core.policy import Policy
 from app.core.resources import parse_count
 
@@ -27,7 +27,6 @@ CLAIM_COUNT = "count/resourceclaims.resource.k8s.io"
 # extended resource (a `limits.` key is accepted and never used), yet the intent is plain.
 LEGACY_PREFIXES = ("requests.", "limits.")
 QUOTA_PREFIX = "gpu2dra-dra-"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu2dra"}
 MIRRORS = "gpu2dra.io/mirrors"  # annotation: the legacy quota a generated one stands beside
 
 Use = tuple[str, str]  # (legacy resource, DeviceClass) a translation turns it into
@@ -61,6 +60,16 @@ def legacy_resource(key: str) -> str | None:
         if key.startswith(prefix):
             return key[len(prefix) :]
     return None
+
+
+def legacy_use(key: str, policy: Policy) -> Use | None:
+    """(legacy resource, DeviceClass) of a quota key that limits a resource the policy maps
+    (`requests.nvidia.com/gpu` -> `nvidia.com/gpu`, `gpu.nvidia.com`); None for any other key."""
+    resource = legacy_resource(key)
+    hit = None if resource is None else policy.mapping_for(resource)
+    if resource is None or hit is None:
+        return None
+    return resource, hit[0].device_class
 
 
 def counted_as_legacy(device_class: str, resource: str, catalog: Catalog) -> bool:
@@ -105,13 +114,7 @@ def unguarded(
 
 def namespace_uses(quotas: Iterable[Quota], policy: Policy) -> tuple[Use, ...]:
     """(resource, class) of every mapped legacy resource the quotas limit."""
-    uses = set()
-    for q in quotas:
-        for key in q.hard:
-            resource = legacy_resource(key)
-            hit = None if resource is None else policy.mapping_for(resource)
-            if resource is not None and hit is not None:
-                uses.add((resource, hit[0].device_class))
+    uses = {use for q in quotas for key in q.hard if (use := legacy_use(key, policy))}
     return tuple(sorted(uses))
 
 
@@ -159,11 +162,10 @@ def mirror(
     amounts: dict[str, dict[str, int]] = defaultdict(dict)  # class -> resource -> devices
     notes: list[str] = []
     for key, value in quota.hard.items():
-        resource = legacy_resource(key)
-        hit = None if resource is None else policy.mapping_for(resource)
-        if resource is None or hit is None:
+        use = legacy_use(key, policy)
+        if use is None:
             continue
-        device_class = hit[0].device_class
+        resource, device_class = use
         if devices_key(device_class) in quota.hard or devices_key(device_class) in limited:
             continue
         count = parse_count(value)

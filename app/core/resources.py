@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from app.core.kube import MAX_DEVICES_PER_CLAIM, Obj
+from app.core.kube import MAX_DEVICES_PER_CLAIM, Obj, cel_expressions
 from app.core.mig import mig_profile
 from app.core.policy import Policy, ResourceMapping
 from app.core.quantity import parse_quantity
@@ -242,15 +242,6 @@ class DraRequest(NamedTuple):
     selectors: tuple[str, ...]  # CEL expressions
 
 
-def _selectors(request: Obj) -> tuple[str, ...]:
-    found = request.get("selectors")
-    return tuple(
-        str(s["cel"]["expression"])
-        for s in (found if isinstance(found, list) else ())
-        if isinstance(s, dict) and isinstance(s.get("cel"), dict) and "expression" in s["cel"]
-    )
-
-
 def _one(name: str, request: Obj) -> DraRequest | None:
     device_class = request.get("deviceClassName")
     if not isinstance(device_class, str):
@@ -259,7 +250,10 @@ def _one(name: str, request: Obj) -> DraRequest | None:
     if request.get("allocationMode") == "All":
         count = 0
     return DraRequest(
-        name, device_class, count if isinstance(count, int) else 1, _selectors(request)
+        name,
+        device_class,
+        count if isinstance(count, int) else 1,
+        cel_expressions(request.get("selectors")),
     )
 
 

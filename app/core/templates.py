@@ -13,10 +13,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from app.core.kube import RESOURCE_API_VERSION, Obj
+from app.core.kube import MANAGED_BY, RESOURCE_API_VERSION, Obj
 from app.core.resources import dra_requests
 
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu2dra"}
 TEMPLATE_PREFIX = "gpu2dra-"
 # The driver that reads the opaque sharing config: NVIDIA's, the only one gpu2dra configures.
 CONFIG_DRIVER = "gpu.nvidia.com"

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 import yaml
 
 from app.core.policy import Policy, load_policy
-from app.core.quota import Quota, is_mirror, legacy_resource, mirror
+from app.core.quota import Quota, is_mirror, legacy_use, mirror
 from app.troubleshoot.client import Reader, ReadError, connect, namespaced
 from app.troubleshoot.registrations import cluster_policy
 
@@ -44,9 +44,7 @@ def render(quotas: Iterable[tuple[str, Quota]], policy: Policy) -> str:
             if made is None:
                 continue
             legacy = ", ".join(
-                f"{k}: {v}"
-                for k, v in sorted(quota.hard.items())
-                if (r := legacy_resource(k)) and policy.mapping_for(r)
+                f"{k}: {v}" for k, v in sorted(quota.hard.items()) if legacy_use(k, policy)
             )
             lines = [f"# {namespace}/{quota.name} limits {legacy}"]
             lines += [f"# note: {n}" for n in made.notes]

@@ -31,7 +31,7 @@ from celpy import celtypes
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
-from app.core.kube import Obj
+from app.core.kube import Obj, cel_expressions
 from app.core.quantity import parse_quantity
 from app.troubleshoot.cel.functions import FUNCTIONS
 from app.troubleshoot.cel.semver import parse_semver
@@ -222,12 +222,7 @@ def selects(device: Device, expressions: Iterable[str]) -> bool:
 
 def class_selectors(device_class: Obj) -> list[str]:
     """The CEL expressions of a DeviceClass."""
-    spec = device_class.get("spec") or {}
-    return [
-        s["cel"]["expression"]
-        for s in spec.get("selectors") or []
-        if isinstance(s, dict) and isinstance(s.get("cel"), dict) and "expression" in s["cel"]
-    ]
+    return list(cel_expressions((device_class.get("spec") or {}).get("selectors")))
 
 
 @dataclass(frozen=True, slots=True)
