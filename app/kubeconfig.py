@@ -16,7 +16,8 @@ class NoCluster(Exception):
     """Neither a usable kubeconfig nor a service account; the message is one line."""
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
+    """An error's message in one line (its first), or its type's name when it has none."""
     return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
@@ -38,13 +39,13 @@ def api_client(
             )
         except Exception as err:
             where = f"kubeconfig {kubeconfig}" if kubeconfig else "no usable kubeconfig"
-            raise NoCluster(f"{where}: {_first_line(err)}") from None
+            raise NoCluster(f"{where}: {first_line(err)}") from None
 
     def from_service_account() -> None:
         try:
             config.load_incluster_config(client_configuration=configuration)
         except config.ConfigException as err:
-            raise NoCluster(f"no service account: {_first_line(err)}") from None
+            raise NoCluster(f"no service account: {first_line(err)}") from None
 
     first, second = from_kubeconfig, from_service_account
     if in_cluster_first:

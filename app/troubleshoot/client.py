@@ -14,7 +14,7 @@ import orjson
 from kubernetes import client
 
 from app.core.kube import Obj
-from app.kubeconfig import NoCluster, api_client
+from app.kubeconfig import NoCluster, api_client, first_line
 
 T = TypeVar("T")
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -60,10 +60,6 @@ def connect(kubeconfig: Path | None = None, timeout: float = 10.0) -> Reader:
         raise ReadError(str(err)) from None
 
 
-def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
-
-
 class Reader:
     """GETs against the API server, answered as JSON dicts."""
 
@@ -84,7 +80,7 @@ class Reader:
             )
             resp.read()
         except Exception as err:  # urllib3 raises many kinds; all mean "cannot reach it"
-            reason = _first_line(getattr(err, "reason", None) or err)
+            reason = first_line(getattr(err, "reason", None) or err)
             reason = reason.rsplit("Failed to establish a new connection: ", 1)[-1]
             host = self.api.configuration.host
             raise Unreachable(f"cannot reach the API server at {host}: {reason}") from None

@@ -29,6 +29,7 @@ from app.troubleshoot.client import (
     ReadError,
     Unreachable,
     attempt,
+    cannot_read,
     connect,
 )
 from app.troubleshoot.registrations import (
@@ -214,7 +215,7 @@ def gather(reader: Reader, namespace: str, name: str) -> PodFacts:
     except Unreachable:
         raise
     except ReadError as err:
-        raise ReadError(f"cannot read pod {namespace}/{name}: {err}") from None
+        raise ReadError(cannot_read(err, f"pod {namespace}/{name}")) from None
     if pod is None:
         raise ReadError(f"pod {namespace}/{name} not found")
     ns = attempt(partial(reader.find, f"/api/v1/namespaces/{namespace}"))

@@ -284,17 +284,9 @@ class LiveCluster:
             await asyncio.wait_for(
                 asyncio.gather(*(asyncio.shield(p) for p in pending)), self._timeout
             )
-        except TimeoutError:
-            self._metrics.template_errors.inc()
-            raise TemplateError(
-                f"the API server did not answer within {self._timeout:g}s"
-            ) from None
-        except ApiException as err:
-            self._metrics.template_errors.inc()
-            raise TemplateError(f"{err.status} {err.reason}") from None
         except Exception as err:
             self._metrics.template_errors.inc()
-            raise TemplateError(str(err) or type(err).__name__) from None
+            raise TemplateError(self._failure(err)) from None
 
     def _done(self, key: tuple[str, str], task: asyncio.Future[None]) -> None:
         self._inflight.pop(key, None)
@@ -348,12 +340,16 @@ class LiveCluster:
 
         try:
             return await asyncio.wait_for(asyncio.to_thread(get), self._timeout)
-        except TimeoutError:
-            raise ReadFailed(f"the API server did not answer within {self._timeout:g}s") from None
-        except ApiException as err:
-            raise ReadFailed(f"{err.status} {err.reason}") from None
         except Exception as err:
-            raise ReadFailed(str(err) or type(err).__name__) from None
+            raise ReadFailed(self._failure(err)) from None
+
+    def _failure(self, err: Exception) -> str:
+        """The one way an API call on the admission path says why it failed."""
+        if isinstance(err, TimeoutError):
+            return f"the API server did not answer within {self._timeout:g}s"
+        if isinstance(err, ApiException):
+            return f"{err.status} {err.reason}"
+        return str(err) or type(err).__name__
 
 
 class OfflineCluster:
