@@ -1,6 +1,7 @@
 """`gpu2dra doctor`: the DRA readiness checklist, one PASS / WARN / FAIL line per check.
 
-`gather` reads the cluster (GETs only); every check (in `checks`) is a pure function of it.
+`gather` reads the cluster (GETs only); every check (the registry in `checks`) is a pure
+function of it.
 """
 
 from __future__ import annotations
@@ -16,22 +17,9 @@ from dataclasses import asdict
 import orjson
 
 from app.core.kube import RESOURCE_GROUP, Obj
-from app.core.policy import Policy
-from app.troubleshoot.accounting import KUEUE_CONFIG, KUEUE_NAMESPACE, accounting_checks
-from app.troubleshoot.checks import (
-    Check,
-    Facts,
-    NotServed,
-    Reached,
-    check_coexistence,
-    check_device_classes,
-    check_endpoints,
-    check_kubernetes,
-    check_namespaces,
-    check_registration,
-    check_slices,
-    check_tls,
-)
+from app.troubleshoot.checks import run_checks
+from app.troubleshoot.checks.check import Check, Facts, NotServed, Reached
+from app.troubleshoot.checks.quota import KUEUE_CONFIG, KUEUE_NAMESPACE
 from app.troubleshoot.client import (
     RESOURCE,
     Listed,
@@ -42,7 +30,6 @@ from app.troubleshoot.client import (
     attempt,
     connect,
 )
-from app.troubleshoot.paths import check_paths
 from app.troubleshoot.registrations import (
     Endpoint,
     Registration,
@@ -51,21 +38,6 @@ from app.troubleshoot.registrations import (
     registrations,
     verify_tls,
 )
-
-
-def run_checks(facts: Facts, policy: Policy) -> list[Check]:
-    return [
-        check_kubernetes(facts.version, facts.resource_versions),
-        check_device_classes(facts.device_classes, policy),
-        check_slices(facts.slices, facts.device_classes, policy),
-        check_coexistence(facts.nodes, facts.slices, facts.device_classes, policy),
-        check_registration(facts.registrations),
-        check_tls(facts.registrations, facts.tls),
-        check_endpoints(facts.registrations, facts.ready_endpoints, facts.tls),
-        check_namespaces(facts.namespaces, policy),
-        check_paths(facts.device_classes, facts.namespaces, facts.slices, policy),
-    ]
-
 
 # ---- reading the cluster -----------------------------------------------------------------
 
@@ -208,7 +180,7 @@ def main(args: argparse.Namespace) -> int:
     reader = connect(args.kubeconfig)
     policy, source = cluster_policy(reader, args.policy)
     facts = gather(reader)
-    checks = run_checks(facts, policy) + accounting_checks(facts, policy)
+    checks = run_checks(facts, policy)
     if args.output == "json":
         sys.stdout.buffer.write(render_json(checks, source) + b"\n")
     else:

@@ -11,18 +11,11 @@ from typing import Any
 import pytest
 
 from app.core.policy import load_policy
-from app.troubleshoot.checks import (
-    NotServed,
-    Reached,
-    check_coexistence,
-    check_device_classes,
-    check_endpoints,
-    check_registration,
-    check_slices,
-    check_tls,
-)
+from app.troubleshoot.checks.check import NotServed, Reached
+from app.troubleshoot.checks.cluster import check_coexistence, check_device_classes, check_slices
+from app.troubleshoot.checks.paths import check_paths
+from app.troubleshoot.checks.webhooks import check_endpoints, check_registration, check_tls
 from app.troubleshoot.client import ReadError
-from app.troubleshoot.paths import check_paths
 from app.troubleshoot.registrations import Endpoint, Registration
 from tests.support.cluster import device_class, gpu_devices, gpu_resource_slice
 

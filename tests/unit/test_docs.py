@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from app.core.policy import PolicyError, parse_policy
-from app.troubleshoot.accounting import accounting_checks
-from app.troubleshoot.checks import Facts
+from app.troubleshoot.checks import run_checks
+from app.troubleshoot.checks.check import Facts
 from app.troubleshoot.client import ReadError
-from app.troubleshoot.doctor import run_checks
 from app.webhook.endpoint import RESULTS
 from app.webhook.metrics import Metrics
 from tests.support import docs
@@ -76,7 +75,7 @@ def test_every_doctor_check_is_in_the_table() -> None:
     err = ReadError("forbidden")
     facts = Facts(err, err, err, err, err, err, err, quotas=err, kueue=err)
     policy = parse_policy({})
-    names = [c.name for c in run_checks(facts, policy) + accounting_checks(facts, policy)]
+    names = [c.name for c in run_checks(facts, policy)]
     text = (ROOT / "docs" / "troubleshooting" / "doctor.md").read_text()
     rows = re.findall(r"^\| `([a-z-]+)` \|", text, re.M)
     assert rows == names

@@ -11,8 +11,10 @@ import yaml
 
 from app.cli import main
 from app.core.policy import load_policy
-from app.troubleshoot.accounting import check_kueue, check_quota
-from app.troubleshoot.checks import Check, check_kubernetes, check_namespaces
+from app.troubleshoot.checks.check import Check
+from app.troubleshoot.checks.cluster import check_kubernetes
+from app.troubleshoot.checks.namespaces import check_namespaces
+from app.troubleshoot.checks.quota import check_kueue, check_quota
 from app.troubleshoot.client import ReadError
 from app.troubleshoot.doctor import render_text
 

@@ -1,69 +1,18 @@
-"""The checks of `gpu2dra doctor`, each a pure function of what was read: tested as tables
-of facts, like the translator, as well as on the real control plane."""
+"""The doctor checks on the cluster's DRA side: the Kubernetes version and its
+resource.k8s.io API, the DeviceClasses the policy maps to, the devices ResourceSlices publish,
+and nodes that offer the same GPUs through the device plugin and DRA at once."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
-from typing import Literal
 
 from app.core.kube import RESOURCE_GROUP, Obj
-from app.core.policy import MODE_LABEL, MODES, Policy
-from app.core.scope import NEVER_CHANGED, namespace_mode
+from app.core.policy import Policy
 from app.troubleshoot.cel.devices import Device, Selection, class_selectors, devices_of, select
-from app.troubleshoot.client import Listed, ReadError, cannot_read
-from app.troubleshoot.registrations import Endpoint, Registration
+from app.troubleshoot.checks.check import Check, unreadable
+from app.troubleshoot.client import Listed, ReadError
 
-Status = Literal["PASS", "WARN", "FAIL"]
 MIN_MINOR = 34  # resource.k8s.io/v1 is served from Kubernetes 1.34
-READ_FIX = "grant read access (the chart's readOnlyRole.create=true ClusterRole)"
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    name: str
-    status: Status
-    summary: str
-    fix: str = ""
-    details: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Reached:
-    """The TLS handshake with one webhook endpoint, checked against one caBundle."""
-
-    endpoint: Endpoint
-    configurations: tuple[str, ...]
-    problem: str | None  # None: the caBundle verifies the serving certificate
-    unreachable: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Facts:
-    version: Obj | ReadError
-    resource_versions: list[str] | ReadError
-    device_classes: Listed
-    slices: Listed
-    nodes: Listed
-    namespaces: Listed
-    registrations: list[Registration] | ReadError
-    tls: list[Reached] = field(default_factory=list)
-    ready_endpoints: dict[tuple[str, str], int | ReadError] = field(default_factory=dict)
-    quotas: Listed = field(default_factory=list)  # every namespace's ResourceQuotas
-    kueue: Obj | ReadError | None = None  # Kueue's ConfigMap; None: not installed
-
-
-# ---- the checks --------------------------------------------------------------------------
-
-
-class NotServed(ReadError):
-    """The API the check reads is not served: the kubernetes check says why."""
-
-
-def unreadable(name: str, err: ReadError) -> Check:
-    if isinstance(err, NotServed):
-        return Check(name, "WARN", f"not checked: {err}", "see the kubernetes check")
-    return Check(name, "WARN", cannot_read(err), READ_FIX)
 
 
 def check_kubernetes(version: Obj | ReadError, served: list[str] | ReadError) -> Check:
@@ -249,100 +198,4 @@ def check_coexistence(nodes: Listed, slices: Listed, classes: Listed, policy: Po
         "PASS",
         f"no node offers GPUs both ways ({len(plugin)} through the device plugin, "
         f"{len(dra)} through DRA)",
-    )
-
-
-def check_registration(regs: list[Registration] | ReadError) -> Check:
-    name = "webhooks"
-    if isinstance(regs, ReadError):
-        return unreadable(name, regs)
-    kinds = {r.kind for r in regs}
-    listed = ", ".join(f"{r.kind} {r.name}" for r in regs)
-    missing = [
-        k
-        for k in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
-        if k not in kinds
-    ]
-    if missing:
-        return Check(
-            name,
-            "FAIL",
-            f"no gpu2dra {' or '.join(missing)}" + (f" (found: {listed})" if listed else ""),
-            "install the chart: helm install gpu2dra charts/gpu2dra -n gpu2dra-system "
-            "--create-namespace",
-        )
-    return Check(name, "PASS", listed)
-
-
-def check_tls(regs: list[Registration] | ReadError, reached: list[Reached]) -> Check:
-    name = "webhook-tls"
-    if isinstance(regs, ReadError):
-        return unreadable(name, regs)
-    if not regs:
-        return Check(name, "FAIL", "no webhook configuration to check", "install the chart")
-    bad = [r for r in reached if r.problem]
-    if bad:
-        return Check(
-            name,
-            "FAIL",
-            "; ".join(f"{', '.join(r.configurations)} -> {r.endpoint}: {r.problem}" for r in bad)
-            + ": the API server cannot call gpu2dra, so pods are admitted untranslated",
-            "set the webhooks' caBundle to the CA that signed gpu2dra's serving certificate "
-            "(chart value tls.caBundle, or let tls.mode=helm or cert-manager manage both)",
-        )
-    away = [r for r in reached if r.unreachable]
-    if away:
-        return Check(
-            name,
-            "WARN",
-            "; ".join(f"{r.endpoint}: {r.unreachable}" for r in away),
-            "run gpu2dra doctor inside the cluster to verify the caBundle against the server",
-        )
-    endpoints = ", ".join(str(r.endpoint) for r in reached)
-    return Check(name, "PASS", f"the caBundle verifies the serving certificate of {endpoints}")
-
-
-def check_endpoints(
-    regs: list[Registration] | ReadError,
-    ready: dict[tuple[str, str], int | ReadError],
-    reached: list[Reached],
-) -> Check:
-    name = "webhook-service"
-    if isinstance(regs, ReadError):
-        return unreadable(name, regs)
-    if not regs:
-        return Check(name, "FAIL", "no webhook configuration to check", "install the chart")
-    problems: list[str] = []
-    fine: list[str] = []
-    for (namespace, service), count in sorted(ready.items()):
-        if isinstance(count, ReadError):
-            return unreadable(name, count)
-        (fine if count else problems).append(
-            f"Service {namespace}/{service}: {count} ready endpoint(s)"
-        )
-    urls = [r for r in reached if not r.endpoint.server_name.endswith(".svc")]
-    for r in urls:
-        text = f"URL {r.endpoint}: " + ("answers TLS" if not r.unreachable else r.unreachable)
-        (problems if r.unreachable else fine).append(text)
-    if problems:
-        return Check(
-            name,
-            "FAIL",
-            "; ".join(problems) + ": the webhook is down (failurePolicy Ignore admits pods "
-            "untranslated)",
-            "kubectl -n <namespace> get pods,endpointslices: start gpu2dra's pods",
-        )
-    return Check(name, "PASS", "; ".join(fine) or "no Service (reached by URL)")
-
-
-def check_namespaces(namespaces: Listed, policy: Policy) -> Check:
-    name = "namespaces"
-    if isinstance(namespaces, ReadError):
-        return unreadable(name, namespaces)
-    counts: Counter[str] = Counter(namespace_mode(ns, policy) for ns in namespaces)
-    text = ", ".join(f"{counts[m]} {m}" for m in (*MODES, NEVER_CHANGED))
-    return Check(
-        name,
-        "PASS",
-        f"{text} (label {MODE_LABEL}; default {policy.default_mode})",
     )

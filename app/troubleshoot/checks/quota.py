@@ -14,15 +14,12 @@ from app.core.kube import Obj
 from app.core.policy import Policy
 from app.core.quota import Quota, describe, fix_line, namespace_uses, unguarded
 from app.core.scope import NEVER_CHANGED, namespace_mode
-from app.troubleshoot.checks import READ_FIX, Check, Facts, mapped_classes
-from app.troubleshoot.client import Listed, ReadError, cannot_read
+from app.troubleshoot.checks.check import Check, unreadable
+from app.troubleshoot.checks.cluster import mapped_classes
+from app.troubleshoot.client import Listed, ReadError
 
 KUEUE_NAMESPACE, KUEUE_CONFIG = "kueue-system", "kueue-manager-config"
 KUEUE_KEY = "controller_manager_config.yaml"
-
-
-def unreadable(name: str, err: ReadError) -> Check:
-    return Check(name, "WARN", cannot_read(err), READ_FIX)
 
 
 def check_quota(namespaces: Listed, quotas: Listed, classes: Listed, policy: Policy) -> Check:
@@ -124,10 +121,3 @@ def check_kueue(configmap: Obj | ReadError | None, policy: Policy) -> Check:
         )
     shown = ", ".join(f"{c} as {mapped[c]}" for c in needed)
     return Check(name, "PASS", f"Kueue counts {shown}")
-
-
-def accounting_checks(facts: Facts, policy: Policy) -> list[Check]:
-    return [
-        check_quota(facts.namespaces, facts.quotas, facts.device_classes, policy),
-        check_kueue(facts.kueue, policy),
-    ]

@@ -10,7 +10,7 @@ from app.core.mig import plugin_resource
 from app.core.policy import Policy, ResourceMapping
 from app.core.scope import namespace_mode
 from app.troubleshoot.cel.devices import devices_of
-from app.troubleshoot.checks import Check, unreadable
+from app.troubleshoot.checks.check import Check, unreadable
 from app.troubleshoot.client import Listed, ReadError
 from app.troubleshoot.deviceclasses import published_profiles
 
