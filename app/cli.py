@@ -10,6 +10,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from app.core.catalog import Catalog
+from app.core.mig import mig_profile
 from app.core.policy import MODES, PolicyError, load_policy
 from app.manifests.documents import ManifestError
 from app.manifests.render import translate_text
@@ -29,24 +30,34 @@ def _own_namespace() -> str | None:
         return None
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _profiles(text: str) -> list[str]:
+    """`--profiles`: MIG profiles as the DRA driver spells them, comma-separated."""
+    profiles = [p.strip() for p in text.split(",") if p.strip()]
+    if bad := [p for p in profiles if mig_profile(p.replace("+", ".")) != p]:
+        raise argparse.ArgumentTypeError(
+            f"not a MIG profile as the DRA driver spells it: {', '.join(bad)}"
+        )
+    return profiles
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
         prog="gpu2dra", description="Move nvidia.com/gpu workloads onto Kubernetes DRA."
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = top.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the admission webhook")
     listen, settings = Listen(), {f.name: f.default for f in fields(Settings)}
-    serve.add_argument("--host", default=listen.host)
-    serve.add_argument("--port", type=int, default=listen.port)
+    serve.add_argument("--host", default=listen.host, help="address to listen on")
+    serve.add_argument("--port", type=int, default=listen.port, help="HTTPS port to listen on")
     serve.add_argument("--cert", type=Path, help="serving certificate (PEM)")
     serve.add_argument("--key", type=Path, help="its private key (PEM)")
     serve.add_argument("--policy", type=Path, help="policy file (default: embedded)")
     serve.add_argument("--offline", action="store_true", help="never contact a cluster")
     serve.add_argument(
         "--namespace",
-        default=_own_namespace(),
-        help="the webhook's own namespace: its pods are never changed",
+        help="the webhook's own namespace: its pods are never changed "
+        "(default: $POD_NAMESPACE, else the service account's namespace)",
     )
     serve.add_argument(
         "--api-timeout",
@@ -54,7 +65,12 @@ def _parser() -> argparse.ArgumentParser:
         default=settings["api_timeout"],
         help="seconds allowed for each API call on the admission path",
     )
-    serve.add_argument("--max-body", type=int, default=settings["max_body"], help="bytes")
+    serve.add_argument(
+        "--max-body",
+        type=int,
+        default=settings["max_body"],
+        help="largest request body accepted, in bytes",
+    )
     serve.add_argument(
         "--cert-reload-interval",
         type=float,
@@ -76,23 +92,41 @@ def _parser() -> argparse.ArgumentParser:
         default=listen.drain_seconds,
         help="on SIGTERM, report not-ready this long before stopping (rolling restarts)",
     )
-    serve.add_argument("--log-level", default=listen.log_level)
-    serve.add_argument("--log-format", choices=("json", "text"), default="json")
+    serve.add_argument(
+        "--log-level",
+        default=listen.log_level,
+        help="the least severe level logged: debug, info, warning or error",
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=("json", "text"),
+        default="json",
+        help="one JSON object per line, or text",
+    )
 
     tr = sub.add_parser("translate", help="print manifests translated; creates nothing")
     tr.add_argument("-f", "--filename", required=True, help="manifest file, or - for stdin")
     tr.add_argument("-n", "--namespace", help="namespace for documents that name none")
     tr.add_argument("--policy", type=Path, help="policy file (default: embedded)")
-    tr.add_argument("--mode", choices=MODES, default="enabled")
-    tr.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    tr.add_argument(
+        "--mode", choices=MODES, default="enabled", help="translate as in a namespace of this mode"
+    )
+    tr.add_argument(
+        "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
+    )
 
     certs = sub.add_parser("certs", help="make a CA and a serving certificate")
-    certs.add_argument("--service", required=True)
-    certs.add_argument("--namespace", required=True)
-    certs.add_argument("--out", type=Path, required=True)
+    certs.add_argument("--service", required=True, help="the webhook's Service name")
+    certs.add_argument("--namespace", required=True, help="the Service's namespace")
+    certs.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="directory for ca.crt, tls.crt and tls.key (made if missing)",
+    )
     certs.add_argument("--ip", action="append", default=[], help="extra IP SAN (repeatable)")
     certs.add_argument("--dns", action="append", default=[], help="extra DNS SAN (repeatable)")
-    certs.add_argument("--days", type=int, default=365)
+    certs.add_argument("--days", type=int, default=365, help="days the certificates are valid")
 
     # Read-only cluster commands: the current kubeconfig, GETs only.
     cluster = argparse.ArgumentParser(add_help=False)
@@ -101,18 +135,26 @@ def _parser() -> argparse.ArgumentParser:
         "--policy", type=Path, help="policy file (default: gpu2dra's ConfigMap, else embedded)"
     )
     doctor = sub.add_parser("doctor", parents=[cluster], help="check the cluster's DRA readiness")
-    doctor.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    doctor.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text", help="output format"
+    )
     explain = sub.add_parser("explain", parents=[cluster], help="why a GPU pod is in its state")
-    explain.add_argument("kind", choices=("pod",))
-    explain.add_argument("name")
-    explain.add_argument("-n", "--namespace", default="default")
+    explain.add_argument("kind", choices=("pod",), help="what to explain")
+    explain.add_argument("name", help="the pod's name")
+    explain.add_argument("-n", "--namespace", default="default", help="the pod's namespace")
     report = sub.add_parser(
         "report", parents=[cluster], help="workloads that still ask for legacy GPU resources"
     )
     scope = report.add_mutually_exclusive_group()
-    scope.add_argument("-A", "--all-namespaces", action="store_true")
-    scope.add_argument("-n", "--namespace")
-    report.add_argument("-o", "--output", choices=("table", "json", "csv"), default="table")
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    scope.add_argument(
+        "-n",
+        "--namespace",
+        help="one namespace (default: the kubeconfig context's namespace, else default)",
+    )
+    report.add_argument(
+        "-o", "--output", choices=("table", "json", "csv"), default="table", help="output format"
+    )
     classes = sub.add_parser(
         "deviceclasses",
         parents=[cluster],
@@ -120,6 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     classes.add_argument(
         "--profiles",
+        type=_profiles,
         help="comma-separated MIG profiles (1g.10gb,1g.10gb+me) instead of the "
         "cluster's ResourceSlices",
     )
@@ -129,12 +172,12 @@ def _parser() -> argparse.ArgumentParser:
         help="print DRA-side ResourceQuotas that mirror the legacy GPU quotas",
     )
     where = quota.add_mutually_exclusive_group()
-    where.add_argument("-A", "--all-namespaces", action="store_true")
-    where.add_argument("-n", "--namespace", help="default: default")
+    where.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    where.add_argument("-n", "--namespace", help="one namespace (default: default)")
     quota.add_argument(
         "-f", "--filename", help="read ResourceQuotas from this YAML (- for stdin), not a cluster"
     )
-    return parser
+    return top
 
 
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # `translate` refuses more (or /dev/zero) with one line
@@ -181,10 +224,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     logs.configure(args.log_level, args.log_format)
     policy = load_policy(args.policy)
-    if args.namespace:
-        policy = policy.with_skipped(args.namespace)
-    if (args.cert is None) != (args.key is None):
-        raise PolicyError("--cert and --key go together")
+    if namespace := args.namespace or _own_namespace():
+        policy = policy.with_skipped(namespace)
     settings = Settings(
         policy=policy,
         offline=args.offline,
@@ -227,10 +268,7 @@ def _report(args: argparse.Namespace) -> int:
 def _deviceclasses(args: argparse.Namespace) -> int:
     from app.troubleshoot import deviceclasses
 
-    try:
-        return deviceclasses.main(args)
-    except ValueError as err:
-        raise PolicyError(f"--profiles: {err}") from None
+    return deviceclasses.main(args)
 
 
 def _quota(args: argparse.Namespace) -> int:
@@ -255,7 +293,10 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def main(argv: list[str] | None = None) -> int:
     from app.troubleshoot.client import ReadError
 
-    args = _parser().parse_args(argv)
+    command_line = parser()
+    args = command_line.parse_args(argv)
+    if args.command == "serve" and (args.cert is None) != (args.key is None):
+        command_line.error("serve: --cert and --key go together")
     try:
         return COMMANDS[args.command](args)
     except (ManifestError, PolicyError, ReadError) as err:

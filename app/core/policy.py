@@ -57,7 +57,7 @@ migSingle: nvidia.com/mig-*
 
 
 # Every default is written once, in the YAML above: a field a policy file leaves out takes it.
-_DEFAULT: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_YAML)
+DEFAULT: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_YAML)
 
 
 class PolicyError(ValueError):
@@ -142,7 +142,7 @@ def _expect(cond: bool, where: str, what: str) -> None:
 
 
 def _choice(raw: AnyMapping[str, Any], key: str, choices: tuple[str, ...]) -> str:
-    value = raw.get(key, _DEFAULT[key])
+    value = raw.get(key, DEFAULT[key])
     _expect(value in choices, key, f"must be one of {', '.join(choices)}, not {value!r}")
     return str(value)
 
@@ -206,7 +206,7 @@ def _sharing(raw: Any, where: str) -> str:
     return json.dumps({"strategy": strategy, config_key: config}, sort_keys=True)
 
 
-_KEYS = {
+KEYS = {
     "defaultMode",
     "onError",
     "keepNodeSelectors",
@@ -219,21 +219,21 @@ _KEYS = {
 
 def parse_policy(raw: Any) -> Policy:
     _expect(isinstance(raw, dict), "policy", "must be a YAML map")
-    unknown = set(raw) - _KEYS
+    unknown = set(raw) - KEYS
     _expect(not unknown, "policy", f"unknown field(s): {', '.join(sorted(unknown))}")
     # A field left out takes the embedded default, mappings too: a file that only says
     # `defaultMode: enabled` still translates nvidia.com/gpu.
-    mappings = raw.get("mappings", _DEFAULT["mappings"])
+    mappings = raw.get("mappings", DEFAULT["mappings"])
     _expect(isinstance(mappings, dict), "mappings", "must be a map of resource name to mapping")
-    keep = raw.get("keepNodeSelectors", _DEFAULT["keepNodeSelectors"])
+    keep = raw.get("keepNodeSelectors", DEFAULT["keepNodeSelectors"])
     _expect(isinstance(keep, bool), "keepNodeSelectors", "must be true or false")
-    skip = raw.get("skipNamespaces", _DEFAULT["skipNamespaces"])
+    skip = raw.get("skipNamespaces", DEFAULT["skipNamespaces"])
     _expect(
         isinstance(skip, list) and all(isinstance(n, str) for n in skip),
         "skipNamespaces",
         "must be a list of namespace names",
     )
-    classes = raw.get("deviceClasses", _DEFAULT["deviceClasses"])
+    classes = raw.get("deviceClasses", DEFAULT["deviceClasses"])
     _expect(
         isinstance(classes, list) and all(isinstance(c, str) and c for c in classes),
         "deviceClasses",
@@ -247,7 +247,7 @@ def parse_policy(raw: Any) -> Policy:
         keep_node_selectors=keep,
         skip_namespaces=frozenset(skip),
         device_classes=tuple(classes),
-        mig_single=_mig_single(raw.get("migSingle", _DEFAULT["migSingle"]), parsed),
+        mig_single=_mig_single(raw.get("migSingle", DEFAULT["migSingle"]), parsed),
     )
 
 
@@ -255,7 +255,7 @@ def _mig_single(key: Any, mappings: tuple[ResourceMapping, ...]) -> ResourceMapp
     if key == "none":
         return None
     patterns = {m.resource: m for m in mappings if m.is_pattern}
-    if key == _DEFAULT["migSingle"] and key not in patterns:
+    if key == DEFAULT["migSingle"] and key not in patterns:
         return None  # mappings of its own without a MIG pattern: nothing to translate with
     _expect(key in patterns, "migSingle", f"must be none or a pattern mapping, not {key!r}")
     return patterns[key]
@@ -264,7 +264,7 @@ def _mig_single(key: Any, mappings: tuple[ResourceMapping, ...]) -> ResourceMapp
 def load_policy(path: Path | None) -> Policy:
     """The policy in `path`, or the embedded default when no path is given."""
     if path is None:
-        return parse_policy(_DEFAULT)
+        return parse_policy(DEFAULT)
     try:
         text = path.read_text()
     except OSError as err:

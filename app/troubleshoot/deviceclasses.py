@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Iterable
 
-from app.core.mig import device_class, mig_profile
+from app.core.mig import device_class
 from app.manifests import yamlio
 from app.troubleshoot.cel.devices import Device, devices_of
 from app.troubleshoot.client import RESOURCE, connect
@@ -45,10 +45,8 @@ def render(profiles: Iterable[str]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.profiles is not None:
-        profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
-        if bad := [p for p in profiles if mig_profile(p.replace("+", ".")) != p]:
-            raise ValueError(f"not a MIG profile as the DRA driver spells it: {', '.join(bad)}")
+    if args.profiles is not None:  # checked by the command line
+        profiles = args.profiles
     else:
         reader = connect(args.kubeconfig)
         profiles = published_profiles(devices_of(reader.items(f"{RESOURCE}/resourceslices")))

@@ -14,7 +14,6 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, get_args
-from unittest import mock
 
 from app import cli
 from app.core import policy
@@ -37,13 +36,6 @@ def _cell(text: str) -> str:
 
 
 # ---- the command line --------------------------------------------------------------------
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """gpu2dra's parser, with the defaults that depend on where it runs left out: `serve
-    --namespace` defaults to the pod's own namespace ($POD_NAMESPACE or the service account's)."""
-    with mock.patch.object(cli, "_own_namespace", lambda: None):
-        return cli._parser()
 
 
 def _subcommands(
@@ -78,28 +70,19 @@ def _default(action: argparse.Action) -> str:
     return f"`{action.default}`"
 
 
-# Defaults the parser computes from where it runs, which a reference cannot print.
-RUNTIME_DEFAULTS = {
-    ("serve", "--namespace"): "the pod's own: `$POD_NAMESPACE`, else the service account's",
-    ("report", "--namespace"): "the kubeconfig context's namespace, else `default`",
-}
-
-
-def _options(command: str, parser: argparse.ArgumentParser) -> list[str]:
+def _options(parser: argparse.ArgumentParser) -> list[str]:
     rows = ["| argument | value | default | what it does |", "| --- | --- | --- | --- |"]
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
             continue
         name = ", ".join(f"`{s}`" for s in action.option_strings) or f"`{action.dest}`"
-        first = action.option_strings[-1] if action.option_strings else action.dest
-        default = RUNTIME_DEFAULTS.get((command, first)) or _default(action)
         help_text = _cell(action.help or "")
-        rows.append(f"| {name} | {_value(action)} | {default} | {help_text} |")
+        rows.append(f"| {name} | {_value(action)} | {_default(action)} | {help_text} |")
     return rows
 
 
 def cli_reference() -> str:
-    parser = build_parser()
+    parser = cli.parser()
     out = [
         _banner("the argument parser in app/cli.py"),
         "# Command line reference",
@@ -107,7 +90,8 @@ def cli_reference() -> str:
         f"`gpu2dra`: {parser.description} `python -m app` is the "
         "same program. Every subcommand and every argument with its help, as `gpu2dra "
         "<command> --help` prints them. A cluster that cannot be reached, a missing "
-        "kubeconfig, a bad policy or manifest is one line on stderr and exit status 1.",
+        "kubeconfig, a bad policy or manifest is one line on stderr and exit status 1; a bad "
+        "argument is a usage error, exit status 2.",
         "",
         "| command | what it does |",
         "| --- | --- |",
@@ -117,7 +101,7 @@ def cli_reference() -> str:
     for name, text, sub in subs:
         out += ["", f"## gpu2dra {name}", "", f"{text[:1].upper()}{text[1:]}.", ""]
         out += ["```", _usage(sub), "```", ""]
-        out += _options(name, sub)
+        out += _options(sub)
     return "\n".join(out) + "\n"
 
 
@@ -253,12 +237,12 @@ def _nested(node: Any, path: str) -> Iterator[str]:
 
 def policy_reference() -> str:
     keys = list(FIELDS)
-    if set(keys) != policy._KEYS:
+    if set(keys) != policy.KEYS:
         raise SystemExit(
             f"tests/support/docs.py: FIELDS {sorted(keys)} differ from the policy's fields "
-            f"{sorted(policy._KEYS)}: describe every field"
+            f"{sorted(policy.KEYS)}: describe every field"
         )
-    default = policy._DEFAULT
+    default = policy.DEFAULT
     out = [
         _banner("app/core/policy.py (DEFAULT_POLICY_YAML) and the chart's values.schema.json"),
         "# Policy file reference",

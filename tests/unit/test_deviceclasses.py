@@ -52,5 +52,9 @@ def test_offline_profiles_and_a_bad_one(capsys: pytest.CaptureFixture[str]) -> N
     assert out == render(["3g.20gb", "1g.10gb+me"])
     assert "name: mig-1g-10gb-me.nvidia.com" in out
     assert "extendedResourceName: nvidia.com/mig-1g.10gb.me" in out
-    assert main(["deviceclasses", "--profiles", "1g.10gb,10gb"]) == 1
-    assert "not a MIG profile as the DRA driver spells it: 10gb" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # a bad flag value is a usage error
+        main(["deviceclasses", "--profiles", "1g.10gb,10gb"])
+    assert usage.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: gpu2dra deviceclasses")
+    assert "--profiles: not a MIG profile as the DRA driver spells it: 10gb" in err
