@@ -22,7 +22,6 @@ from app.core.policy import Policy
 from app.core.resources import parse_count
 
 DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
-CLAIM_COUNT = "count/resourceclaims.resource.k8s.io"
 # Both spellings say "limit this resource"; the API server counts only `requests.` for an
 # extended resource (a `limits.` key is accepted and never used), yet the intent is plain.
 LEGACY_PREFIXES = ("requests.", "limits.")

@@ -244,10 +244,7 @@ class LiveCluster:
 
     @property
     def ready(self) -> bool:
-        for store in self.stores:  # noqa: SIM110  # all() of a generator costs twice as much
-            if not store.synced.is_set():
-                return False
-        return True
+        return all(store.synced.is_set() for store in self.stores)
 
     def _refresh_catalog(self) -> None:
         self._catalog = Catalog.from_objects(list(self.device_classes.items.values()))

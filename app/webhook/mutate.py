@@ -7,6 +7,7 @@ mode and the tests.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -171,10 +172,10 @@ class Mutator:
             t.templates,
             patch,
             bare_patch,
-            _once(lambda: describe(spec, t)),
+            functools.cache(lambda: describe(spec, t)),
             t.uses,
             record_size=len(RECORD_ANNOTATION) + len(value.encode()),
-            unrecorded=_once(lambda: encode_patch(ops)),
+            unrecorded=functools.cache(lambda: encode_patch(ops)),
         )
 
     @staticmethod
@@ -199,18 +200,6 @@ class Mutator:
         if self.policy.on_error == "deny":
             return deny(f"gpu2dra {why}", code=503, warnings=warnings)
         return allow([f"gpu2dra {why}; pod admitted unchanged", *warnings])
-
-
-def _once(make: Callable[[], str]) -> Callable[[], str]:
-    """`make`, called the first time it is asked for only (lighter than functools.cache)."""
-    made: list[str] = []
-
-    def get() -> str:
-        if not made:
-            made.append(make())
-        return made[0]
-
-    return get
 
 
 def recorded(pod: Obj, outcome: Outcome) -> Answer:
