@@ -18,7 +18,7 @@ from app.manifests import yamlio
 from app.manifests.documents import Note, load_documents, translate_documents
 
 Output = Literal["yaml", "json"]
-PARALLEL_BYTES = 1 << 20  # below this, starting workers costs more than they save
+PARALLEL_BYTES = 1 << 20  # below this, workers cost more than they save: docs/performance.md
 _MARKER = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)  # a document start
 
 

@@ -19,7 +19,7 @@ ASGIReceive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 ASGISend = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _JSON = [(b"content-type", b"application/json")]
 _TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
-# Every result an endpoint counts in gpu2dra_requests_total (the README's metrics table).
+# Every result an endpoint counts in gpu2dra_requests_total (docs/reference/metrics.md).
 RESULTS = (
     "patched",
     "audit",

@@ -23,7 +23,7 @@ log = logging.getLogger("gpu2dra")
 # The API server keeps an idle connection to a webhook for 90 s (Go's IdleConnTimeout) and
 # does not resend a POST sent on a connection the server has just closed: it fails the
 # admission with EOF. Kept open longer than that, an idle connection is always closed by the
-# API server first. (uvicorn's default, 5 s, lost pod creates in the end-to-end benchmark.)
+# API server first (uvicorn's default, 5 s, lost pod creates: docs/performance.md).
 KEEP_ALIVE_SECONDS = 120
 
 
