@@ -64,8 +64,10 @@ def test_every_room_is_known() -> None:
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(APP)))
-def test_no_module_over_about_400_lines(path: Path) -> None:
-    assert len(path.read_text().splitlines()) <= 420, "split it at a seam"
+def test_no_module_sprawls(path: Path) -> None:
+    """Modules are named by the concept they hold, not kept under a line count; this only
+    catches sprawl."""
+    assert len(path.read_text().splitlines()) <= 600, "a module holds one concept: split at a seam"
 
 
 # ---- tests/ ------------------------------------------------------------------------------
