@@ -1,18 +1,17 @@
-"""Mutating and validating verdicts, against an in-memory cluster."""
+"""The mutating verdict, against an in-memory cluster: which pods are patched, audited or left
+alone, what a failure of the cluster makes of the answer, and the memo that translates pods of
+one shape once."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-import jsonpatch
 import pytest
 from hypothesis import given, settings
 
 from app.core.catalog import Catalog
-from app.core.patch import patch_ops
 from app.core.policy import Policy, load_policy, parse_policy
-from app.core.resources import DraRequest, dra_requests
 from app.core.translate import translate
 from app.webhook.mutate import (
     AUDIT_ANNOTATION,
@@ -20,9 +19,8 @@ from app.webhook.mutate import (
     Mutator,
 )
 from app.webhook.reviews import AdmissionRequest
-from app.webhook.validate import validate
 from tests.support.fake import FakeCluster
-from tests.support.pods import PRODUCT_A100, container, gpu
+from tests.support.pods import container, gpu
 from tests.support.strategies import pod_specs
 from tests.unit.admission import apply, pod, request, run
 
@@ -46,25 +44,6 @@ def test_enabled_namespace_gets_a_patch_and_templates(mutate: Mutator) -> None:
     expected = translate(obj["spec"], mutate.policy, cluster.catalog)
     assert patched["spec"] == expected.spec
     assert cluster.created == [("ml", expected.templates[0]["metadata"]["name"])]
-
-
-def test_patch_touches_only_what_changed(policy: Policy) -> None:
-    spec = {
-        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
-        "containers": [container("a", {"cpu": "1"}), container("b", gpu(1))],
-        "volumes": [{"name": "v"}],
-    }
-    t = translate(spec, policy, FakeCluster().catalog)
-    ops = patch_ops(spec, t)
-    assert [(o["op"], o["path"]) for o in ops] == [
-        ("replace", "/spec/containers/1/resources"),
-        ("add", "/spec/resourceClaims"),
-        ("remove", "/spec/nodeSelector"),
-    ]
-    assert jsonpatch.apply_patch({"spec": spec}, ops) == {"spec": t.spec}
-    assert t.templates[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] == [
-        {"cel": {"expression": PRODUCT_A100}}
-    ]
 
 
 @pytest.mark.parametrize(
@@ -165,118 +144,6 @@ def test_missing_device_class_warns_and_leaves_pod(mutate: Mutator) -> None:
     response = run(mutate(request(pod()), cluster))
     assert "patch" not in response
     assert "DeviceClass gpu.nvidia.com does not exist" in response["warnings"][0]
-
-
-# ---- validation ------------------------------------------------------------------------
-
-V1_TEMPLATE = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "ResourceClaimTemplate",
-    "metadata": {"name": "t", "namespace": "ml"},
-    "spec": {
-        "spec": {
-            "devices": {
-                "requests": [
-                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}},
-                    {
-                        "name": "any",
-                        "firstAvailable": [
-                            {"name": "big", "deviceClassName": "gpu.nvidia.com"},
-                            {"name": "small", "deviceClassName": "nope.example.com"},
-                        ],
-                    },
-                ]
-            }
-        }
-    },
-}
-
-
-def test_dra_requests_reads_v1_and_v1beta1() -> None:
-    found = dra_requests(V1_TEMPLATE["spec"]["spec"])  # type: ignore[index]
-    assert [(r.name, r.device_class) for r in found] == [
-        ("gpu", "gpu.nvidia.com"),
-        ("any/big", "gpu.nvidia.com"),
-        ("any/small", "nope.example.com"),
-    ]
-    beta = {"devices": {"requests": [{"name": "gpu", "deviceClassName": "x", "count": 2}]}}
-    assert dra_requests(beta) == [DraRequest("gpu", "x", 2, ())]
-    assert dra_requests({"devices": {"requests": "bad"}}) == []
-
-
-def test_template_naming_a_missing_class_is_denied() -> None:
-    req = request(V1_TEMPLATE, kind="ResourceClaimTemplate", group="resource.k8s.io")
-    response = run(validate(req, FakeCluster()))
-    assert not response["allowed"]
-    assert response["status"] == {
-        "code": 403,
-        "message": "ResourceClaimTemplate ml/t: request 'any/small' names DeviceClass "
-        "'nope.example.com', which does not exist",
-    }
-
-
-def test_claim_update_is_validated_too() -> None:
-    claim = {
-        "metadata": {"name": "c"},
-        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gone"}}]}},
-    }
-    req = request(claim, operation="UPDATE", kind="ResourceClaim", group="resource.k8s.io")
-    assert not run(validate(req, FakeCluster()))["allowed"]
-
-
-def test_valid_template_is_allowed() -> None:
-    ok = copy.deepcopy(V1_TEMPLATE)
-    del ok["spec"]["spec"]["devices"]["requests"][1]  # type: ignore[index]
-    req = request(ok, kind="ResourceClaimTemplate", group="resource.k8s.io")
-    assert run(validate(req, FakeCluster())) == {"allowed": True}
-
-
-def test_pod_referencing_a_bad_template_is_denied() -> None:
-    cluster = FakeCluster(templates={("ml", "t"): [DraRequest("gpu", "gone.example.com", 1, ())]})
-    obj = pod(
-        {
-            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}],
-            "containers": [container("c")],
-        }
-    )
-    response = run(validate(request(obj), cluster))
-    assert not response["allowed"]
-    assert "claim 'g' uses ResourceClaimTemplate 't'" in response["status"]["message"]
-    assert "'gone.example.com'" in response["status"]["message"]
-
-
-def test_pod_referencing_a_bad_claim_is_denied() -> None:
-    cluster = FakeCluster(claims={("ml", "shared"): [DraRequest("gpu", "gone.example.com", 1, ())]})
-    obj = pod(
-        {
-            "resourceClaims": [{"name": "g", "resourceClaimName": "shared"}],
-            "containers": [container("c")],
-        }
-    )
-    assert not run(validate(request(obj), cluster))["allowed"]
-
-
-def test_pod_referencing_a_template_not_yet_created_is_allowed_with_warning() -> None:
-    obj = pod(
-        {
-            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "later"}],
-            "containers": [container("c")],
-        }
-    )
-    response = run(validate(request(obj), FakeCluster()))
-    assert response["allowed"]
-    assert response["warnings"] == ["claim 'g': ResourceClaimTemplate 'later' does not exist yet"]
-
-
-def test_delete_is_not_validated() -> None:
-    req = request(
-        V1_TEMPLATE, operation="DELETE", kind="ResourceClaimTemplate", group="resource.k8s.io"
-    )
-    assert run(validate(req, FakeCluster()))["allowed"]
-
-
-def test_default_policy_is_loaded() -> None:
-    assert load_policy(None).default_mode == "disabled"
 
 
 # ---- the memo: pods of one shape are translated once -------------------------------------
