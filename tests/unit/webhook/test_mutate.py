@@ -4,7 +4,6 @@ one shape once."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -21,8 +20,9 @@ from app.webhook.mutate import (
 from app.webhook.reviews import AdmissionRequest
 from tests.support.fake import FakeCluster
 from tests.support.pods import container, gpu
+from tests.support.reviews import translated
 from tests.support.strategies import pod_specs
-from tests.unit.admission import apply, pod, request, run
+from tests.unit.admission import patched, pod, request, run
 
 Obj = dict[str, Any]
 
@@ -39,10 +39,8 @@ def mutate(policy: Policy) -> Mutator:
 def test_enabled_namespace_gets_a_patch_and_templates(mutate: Mutator) -> None:
     cluster, obj = enabled(), pod()
     response = run(mutate(request(obj), cluster))
-    assert response["allowed"] and response["patchType"] == "JSONPatch"
-    patched = apply(copy.deepcopy(obj), response)
+    assert patched(obj, response) == translated(obj, mutate.policy, cluster.catalog)
     expected = translate(obj["spec"], mutate.policy, cluster.catalog)
-    assert patched["spec"] == expected.spec
     assert cluster.created == [("ml", expected.templates[0]["metadata"]["name"])]
 
 
@@ -65,8 +63,9 @@ def test_cluster_default_can_enable(catalog: Any) -> None:
         "defaultMode": "enabled",
         "mappings": {"nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com"}},
     }
-    response = run(Mutator(parse_policy(raw))(request(pod()), FakeCluster()))
-    assert "patch" in response
+    policy, cluster = parse_policy(raw), FakeCluster()
+    response = run(Mutator(policy)(request(pod()), cluster))
+    assert patched(pod(), response) == translated(pod(), policy, cluster.catalog)
 
 
 def test_audit_warns_and_annotates_without_changing(mutate: Mutator) -> None:
@@ -82,7 +81,8 @@ def test_audit_warns_and_annotates_without_changing(mutate: Mutator) -> None:
 def test_dry_run_patches_but_creates_nothing(mutate: Mutator) -> None:
     cluster = enabled()
     response = run(mutate(request(pod(), dryRun=True), cluster))
-    assert "patch" in response and cluster.created == []
+    assert patched(pod(), response) == translated(pod(), mutate.policy, cluster.catalog)
+    assert cluster.created == []
 
 
 @pytest.mark.parametrize(
@@ -120,7 +120,10 @@ def test_not_synced_denies_when_policy_says_so() -> None:
     cluster = enabled()
     cluster.ready = False
     response = run(Mutator(policy)(request(pod()), cluster))
-    assert response["status"] == {"code": 503, "message": "gpu2dra has not synced its caches yet"}
+    assert response == {
+        "allowed": False,
+        "status": {"code": 503, "message": "gpu2dra has not synced its caches yet"},
+    }
 
 
 def test_template_failure_denies_when_policy_says_so() -> None:
@@ -130,7 +133,13 @@ def test_template_failure_denies_when_policy_says_so() -> None:
     cluster = enabled()
     cluster.fail_with = "timed out"
     response = run(Mutator(policy)(request(pod()), cluster))
-    assert not response["allowed"] and response["status"]["code"] == 503
+    assert response == {
+        "allowed": False,
+        "status": {
+            "code": 503,
+            "message": "gpu2dra could not create ResourceClaimTemplates: timed out",
+        },
+    }
 
 
 def test_pod_without_gpus_is_plain_allowed(mutate: Mutator) -> None:
