@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from app.core.catalog import Catalog
+from app.core.policy import load_policy
 from app.webhook.certs import make_certs
 from tests.fuzz.answers import (
     check_answer,
@@ -30,7 +32,7 @@ from tests.fuzz.answers import (
 from tests.fuzz.big_pods import BIG_PODS
 from tests.support.corpus import CORPUS_POLICY, corpus, outcome_of
 from tests.support.ports import free_port
-from tests.support.reviews import pod_review
+from tests.support.reviews import pod_review, translated
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,7 +129,19 @@ def assert_alive_and_answering(server: Server) -> None:
     assert server.get("/healthz") == (200, b"ok\n")
     good = (Path(__file__).parent / "corpus/mutate/patched--plain.json").read_bytes()
     status, body = server.post("/mutate", good)
-    assert check_answer(status, body, "good").outcome == "patched"
+    answer = check_answer(status, body, "good")
+    assert answer.verdict is not None
+    assert {**answer.verdict, "patch": ""} == {
+        "uid": "good",
+        "allowed": True,
+        "patchType": "JSONPatch",
+        "patch": "",
+    }
+    pod = pod_of(good)
+    assert pod is not None
+    policy = load_policy(CORPUS_POLICY)  # what the server was started with, offline
+    expected = translated(pod, policy, Catalog.of(policy.device_classes))
+    assert check_patch(pod, answer.ops) == expected
     log = server.log.read_text()
     assert "Traceback" not in log and "internal error" not in log, log[-3000:]
 

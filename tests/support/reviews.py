@@ -1,4 +1,5 @@
-"""AdmissionReviews as the API server sends them: JSON bytes, a pod's CREATE review."""
+"""AdmissionReviews as the API server sends them: JSON bytes, a pod's CREATE review; and the pod
+the mutating webhook's patch must make of one it translates."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import json
 from typing import Any
 
 import orjson
+
+from app.core.catalog import Catalog
+from app.core.patch import RECORD_ANNOTATION, record
+from app.core.policy import Policy
+from app.core.translate import translate
 
 Obj = dict[str, Any]
 
@@ -35,3 +41,14 @@ def pod_review(spec: Obj, uid: str = "big", metadata: Any = _NAMED_P) -> bytes:
     return encode(
         {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
     )
+
+
+def translated(obj: Obj, policy: Policy, catalog: Catalog) -> Obj:
+    """`obj` as the mutating webhook must leave it: the spec translate() gives, and the record
+    of what that replaced (tests/unit/core/test_patch.py reads the record back)."""
+    result = translate(obj["spec"], policy, catalog)
+    annotations = {
+        **obj["metadata"].get("annotations", {}),
+        RECORD_ANNOTATION: record(obj["spec"], result.touched),
+    }
+    return {**obj, "metadata": {**obj["metadata"], "annotations": annotations}, "spec": result.spec}

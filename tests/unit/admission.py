@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 from collections.abc import Coroutine
 from typing import Any
 
@@ -56,3 +57,9 @@ def run(decision: Decision) -> Answer:
 def apply(obj: Obj, response: Answer) -> Obj:
     ops = orjson.loads(base64.b64decode(response["patch"]))
     return jsonpatch.apply_patch(obj, ops)  # type: ignore[no-any-return]
+
+
+def patched(obj: Obj, response: Answer) -> Obj:
+    """The pod a plain patch (allowed, a JSONPatch, no warning) makes of `obj`."""
+    assert {**response, "patch": ""} == {"allowed": True, "patchType": "JSONPatch", "patch": ""}
+    return apply(copy.deepcopy(obj), response)

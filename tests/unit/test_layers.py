@@ -4,7 +4,8 @@ The translation core is pure: it reaches neither the cluster nor HTTP. The webho
 troubleshooting commands never import each other; nothing imports the CLI.
 
 In tests/, no module imports a test module or a conftest: what several suites share is in
-tests/support, what one suite shares among its modules is a helper module beside them.
+tests/support, what one suite shares among its modules is a helper module beside them. The
+unit tests mirror app/: a folder of tests/unit per folder of app/.
 """
 
 from __future__ import annotations
@@ -98,6 +99,17 @@ def _file_of(module: str) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+def test_unit_tests_mirror_the_app() -> None:
+    """tests/unit/core holds the tests of app/core, and so on; each folder is a package, so its
+    modules import as tests.unit.<room>.<module> and two of one name do not clash."""
+    unit = TESTS / "unit"
+    found = (p.relative_to(unit) for p in unit.rglob("*") if p.is_dir())
+    folders = sorted(f for f in found if not any(part.startswith((".", "__")) for part in f.parts))
+    assert folders, "no folder under tests/unit"
+    assert [f for f in folders if not (APP / f).is_dir()] == [], "not a folder of app/"
+    assert [f for f in folders if not (unit / f / "__init__.py").is_file()] == [], "no __init__.py"
 
 
 def _holds_tests(package: Path) -> bool:

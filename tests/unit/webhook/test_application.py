@@ -19,6 +19,8 @@ from app.webhook.application import create_app
 from app.webhook.settings import Settings
 from tests.support.fake import FakeCluster
 from tests.support.pods import container, gpu
+from tests.support.reviews import translated
+from tests.unit.admission import patched
 
 
 def review_body(obj: Any, kind: str = "Pod", group: str = "", **extra: Any) -> bytes:
@@ -58,16 +60,19 @@ def test_mutate_round_trip(client: TestClient, cluster: FakeCluster) -> None:
     assert response.status_code == 200
     body = response.json()
     assert body["apiVersion"] == "admission.k8s.io/v1" and body["kind"] == "AdmissionReview"
-    assert body["response"]["uid"] == "abc" and body["response"]["allowed"] is True
-    assert body["response"]["patchType"] == "JSONPatch"
+    answer = body["response"]
+    assert answer.pop("uid") == "abc"
+    assert patched(POD, answer) == translated(POD, load_policy(None), cluster.catalog)
     assert len(cluster.created) == 1
 
 
 def test_routine_answers_log_at_debug_and_notable_ones_at_info(
-    client: TestClient, caplog: pytest.LogCaptureFixture
+    client: TestClient, cluster: FakeCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, "gpu2dra")
-    assert "patch" in client.post("/mutate", content=review_body(POD)).json()["response"]
+    answer = client.post("/mutate", content=review_body(POD)).json()["response"]
+    assert answer.pop("uid") == "abc"
+    assert patched(POD, answer) == translated(POD, load_policy(None), cluster.catalog)
 
     def ours() -> list[logging.LogRecord]:
         return [r for r in caplog.records if r.name == "gpu2dra"]
@@ -106,9 +111,15 @@ def test_validate_round_trip(client: TestClient) -> None:
     body = client.post(
         "/validate", content=review_body(tpl, kind="ResourceClaimTemplate", group="resource.k8s.io")
     ).json()
-    assert body["response"]["allowed"] is False
-    assert body["response"]["status"]["code"] == 403
-    assert "'missing'" in body["response"]["status"]["message"]
+    assert body["response"] == {
+        "uid": "abc",
+        "allowed": False,
+        "status": {
+            "code": 403,
+            "message": "ResourceClaimTemplate ml/t: request 'g' names DeviceClass 'missing', "
+            "which does not exist",
+        },
+    }
 
 
 @pytest.mark.parametrize("path", ["/mutate", "/validate"])
@@ -172,7 +183,8 @@ def test_unexpected_exception_is_a_500_verdict_with_uid(
     }
     # The worker survives: the next request is answered.
     cluster.namespace_labels = lambda name: {}  # type: ignore[method-assign]
-    assert client.post("/mutate", content=review_body(POD)).json()["response"]["allowed"]
+    answer = client.post("/mutate", content=review_body(POD)).json()["response"]
+    assert answer == {"uid": "abc", "allowed": True}  # a namespace without the label
 
 
 MANIFEST = """\
@@ -315,8 +327,11 @@ def test_every_answer_comes_within_the_deadline() -> None:
         mutated = client.post("/mutate", content=review_body(POD)).json()["response"]
         validated = client.post("/validate", content=review_body(pod)).json()["response"]
         assert time.perf_counter() - started < 2
-    assert mutated["allowed"] and "patch" not in mutated
-    assert mutated["warnings"] == ["gpu2dra did not answer within 0.2s; pod admitted unchanged"]
+    assert mutated == {
+        "uid": "abc",
+        "allowed": True,
+        "warnings": ["gpu2dra did not answer within 0.2s; pod admitted unchanged"],
+    }
     assert validated == {
         "uid": "abc",
         "allowed": True,

@@ -16,7 +16,7 @@ from app.core.policy import Policy, ResourceMapping, load_policy, parse_policy
 from app.core.resources import parse_count
 from app.core.translate import translate
 from tests.support.pods import GPU, MIG, PRODUCT_A100, Obj, claimed, container, gpu, pod_claim, tpl
-from tests.unit.translation_cases import A100_1G5, CASES, PRODUCT, Case
+from tests.unit.core.translation_cases import A100_1G5, CASES, PRODUCT, Case
 
 
 def _expected_spec(case: Case) -> Obj:

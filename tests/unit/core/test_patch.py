@@ -1,4 +1,5 @@
-"""A translated pod records what it replaced; applying its manifest again is a no-op."""
+"""The JSON patch of a translation: it touches only what changed; the pod records what it
+replaced, and applying its manifest again is a no-op."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from app.webhook.mutate import Mutator
 from app.webhook.reviews import Answer
 from app.webhook.verdicts import Decision
 from tests.support.fake import FakeCluster
-from tests.support.pods import container, gpu
+from tests.support.pods import PRODUCT_A100, container, gpu
 from tests.support.strategies import plausible_pod_specs, setups
 from tests.support.validation import pod_errors
 
@@ -211,3 +212,22 @@ def test_odd_metadata_is_no_record(mutate: Mutator, metadata: Any) -> None:
     ops = revert_ops(live, {**merge(live, MANIFEST), "metadata": metadata})
     assert ops is not None
     assert all(op["path"].startswith("/spec/") for op in ops) == (not isinstance(metadata, dict))
+
+
+def test_patch_touches_only_what_changed(policy: Policy) -> None:
+    spec = {
+        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
+        "containers": [container("a", {"cpu": "1"}), container("b", gpu(1))],
+        "volumes": [{"name": "v"}],
+    }
+    t = translate(spec, policy, FakeCluster().catalog)
+    ops = patch_ops(spec, t)
+    assert [(o["op"], o["path"]) for o in ops] == [
+        ("replace", "/spec/containers/1/resources"),
+        ("add", "/spec/resourceClaims"),
+        ("remove", "/spec/nodeSelector"),
+    ]
+    assert jsonpatch.apply_patch({"spec": spec}, ops) == {"spec": t.spec}
+    assert t.templates[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] == [
+        {"cel": {"expression": PRODUCT_A100}}
+    ]

@@ -20,7 +20,7 @@ from app.manifests.documents import (
 )
 from app.manifests.render import Output, _pieces, translate_text
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GPU_CONTAINER = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}
 POD_SPEC = {"containers": [GPU_CONTAINER]}
 

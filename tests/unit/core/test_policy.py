@@ -117,3 +117,7 @@ def test_mig_single_takes_the_mig_pattern_mapping() -> None:
     assert parse_policy({"migSingle": "none"}).mig_single is None
     own = parse_policy({"mappings": {"nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com"}}})
     assert own.mig_single is None
+
+
+def test_default_policy_is_loaded() -> None:
+    assert load_policy(None).default_mode == "disabled"

@@ -21,8 +21,9 @@ from app.webhook.mutate import Mutator
 from app.webhook.verdicts import Verdict
 from tests.support.fake import FakeCluster
 from tests.support.pods import container, gpu
+from tests.support.reviews import translated
 from tests.support.strategies import TRANSLATED, pod_specs
-from tests.unit.admission import apply, pod, request, run
+from tests.unit.admission import apply, patched, pod, request, run
 
 Obj = dict[str, Any]
 GPU, MIG = "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"
@@ -180,16 +181,17 @@ def test_a_guarded_quota_lets_the_pod_be_translated(
     (gpu, *rest) = policy.mappings
     policy = replace(policy, mappings=(replace(gpu, in_tree="translate"), *rest))
     response = run(Mutator(policy)(request(pod()), cluster("enabled", *found, catalog=catalog)))
-    assert "patch" in response
+    assert patched(pod(), response) == translated(pod(), policy, catalog)
 
 
 def test_the_memo_does_not_carry_a_namespace_decision(policy: Policy) -> None:
     mutator = Mutator(policy)
-    assert "patch" in run(mutator(request(pod()), cluster("enabled")))
+    expected = translated(pod(), policy, PLAIN)
+    assert patched(pod(), run(mutator(request(pod()), cluster("enabled")))) == expected
     assert "patch" not in run(
         mutator(request(pod()), cluster("enabled", *quotas(f"requests.{GPU}")))
     )
-    assert "patch" in run(mutator(request(pod()), cluster("enabled")))
+    assert patched(pod(), run(mutator(request(pod()), cluster("enabled")))) == expected
 
 
 LEGACY_KEYS = [f"{p}{r}" for p in ("requests.", "limits.") for r in TRANSLATED]

@@ -1,18 +1,16 @@
-"""Mutating and validating verdicts, against an in-memory cluster."""
+"""The mutating verdict, against an in-memory cluster: which pods are patched, audited or left
+alone, what a failure of the cluster makes of the answer, and the memo that translates pods of
+one shape once."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-import jsonpatch
 import pytest
 from hypothesis import given, settings
 
 from app.core.catalog import Catalog
-from app.core.patch import patch_ops
 from app.core.policy import Policy, load_policy, parse_policy
-from app.core.resources import DraRequest, dra_requests
 from app.core.translate import translate
 from app.webhook.mutate import (
     AUDIT_ANNOTATION,
@@ -20,11 +18,11 @@ from app.webhook.mutate import (
     Mutator,
 )
 from app.webhook.reviews import AdmissionRequest
-from app.webhook.validate import validate
 from tests.support.fake import FakeCluster
-from tests.support.pods import PRODUCT_A100, container, gpu
+from tests.support.pods import container, gpu
+from tests.support.reviews import translated
 from tests.support.strategies import pod_specs
-from tests.unit.admission import apply, pod, request, run
+from tests.unit.admission import patched, pod, request, run
 
 Obj = dict[str, Any]
 
@@ -41,30 +39,9 @@ def mutate(policy: Policy) -> Mutator:
 def test_enabled_namespace_gets_a_patch_and_templates(mutate: Mutator) -> None:
     cluster, obj = enabled(), pod()
     response = run(mutate(request(obj), cluster))
-    assert response["allowed"] and response["patchType"] == "JSONPatch"
-    patched = apply(copy.deepcopy(obj), response)
+    assert patched(obj, response) == translated(obj, mutate.policy, cluster.catalog)
     expected = translate(obj["spec"], mutate.policy, cluster.catalog)
-    assert patched["spec"] == expected.spec
     assert cluster.created == [("ml", expected.templates[0]["metadata"]["name"])]
-
-
-def test_patch_touches_only_what_changed(policy: Policy) -> None:
-    spec = {
-        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
-        "containers": [container("a", {"cpu": "1"}), container("b", gpu(1))],
-        "volumes": [{"name": "v"}],
-    }
-    t = translate(spec, policy, FakeCluster().catalog)
-    ops = patch_ops(spec, t)
-    assert [(o["op"], o["path"]) for o in ops] == [
-        ("replace", "/spec/containers/1/resources"),
-        ("add", "/spec/resourceClaims"),
-        ("remove", "/spec/nodeSelector"),
-    ]
-    assert jsonpatch.apply_patch({"spec": spec}, ops) == {"spec": t.spec}
-    assert t.templates[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] == [
-        {"cel": {"expression": PRODUCT_A100}}
-    ]
 
 
 @pytest.mark.parametrize(
@@ -86,8 +63,9 @@ def test_cluster_default_can_enable(catalog: Any) -> None:
         "defaultMode": "enabled",
         "mappings": {"nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com"}},
     }
-    response = run(Mutator(parse_policy(raw))(request(pod()), FakeCluster()))
-    assert "patch" in response
+    policy, cluster = parse_policy(raw), FakeCluster()
+    response = run(Mutator(policy)(request(pod()), cluster))
+    assert patched(pod(), response) == translated(pod(), policy, cluster.catalog)
 
 
 def test_audit_warns_and_annotates_without_changing(mutate: Mutator) -> None:
@@ -103,7 +81,8 @@ def test_audit_warns_and_annotates_without_changing(mutate: Mutator) -> None:
 def test_dry_run_patches_but_creates_nothing(mutate: Mutator) -> None:
     cluster = enabled()
     response = run(mutate(request(pod(), dryRun=True), cluster))
-    assert "patch" in response and cluster.created == []
+    assert patched(pod(), response) == translated(pod(), mutate.policy, cluster.catalog)
+    assert cluster.created == []
 
 
 @pytest.mark.parametrize(
@@ -141,7 +120,10 @@ def test_not_synced_denies_when_policy_says_so() -> None:
     cluster = enabled()
     cluster.ready = False
     response = run(Mutator(policy)(request(pod()), cluster))
-    assert response["status"] == {"code": 503, "message": "gpu2dra has not synced its caches yet"}
+    assert response == {
+        "allowed": False,
+        "status": {"code": 503, "message": "gpu2dra has not synced its caches yet"},
+    }
 
 
 def test_template_failure_denies_when_policy_says_so() -> None:
@@ -151,7 +133,13 @@ def test_template_failure_denies_when_policy_says_so() -> None:
     cluster = enabled()
     cluster.fail_with = "timed out"
     response = run(Mutator(policy)(request(pod()), cluster))
-    assert not response["allowed"] and response["status"]["code"] == 503
+    assert response == {
+        "allowed": False,
+        "status": {
+            "code": 503,
+            "message": "gpu2dra could not create ResourceClaimTemplates: timed out",
+        },
+    }
 
 
 def test_pod_without_gpus_is_plain_allowed(mutate: Mutator) -> None:
@@ -165,118 +153,6 @@ def test_missing_device_class_warns_and_leaves_pod(mutate: Mutator) -> None:
     response = run(mutate(request(pod()), cluster))
     assert "patch" not in response
     assert "DeviceClass gpu.nvidia.com does not exist" in response["warnings"][0]
-
-
-# ---- validation ------------------------------------------------------------------------
-
-V1_TEMPLATE = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "ResourceClaimTemplate",
-    "metadata": {"name": "t", "namespace": "ml"},
-    "spec": {
-        "spec": {
-            "devices": {
-                "requests": [
-                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}},
-                    {
-                        "name": "any",
-                        "firstAvailable": [
-                            {"name": "big", "deviceClassName": "gpu.nvidia.com"},
-                            {"name": "small", "deviceClassName": "nope.example.com"},
-                        ],
-                    },
-                ]
-            }
-        }
-    },
-}
-
-
-def test_dra_requests_reads_v1_and_v1beta1() -> None:
-    found = dra_requests(V1_TEMPLATE["spec"]["spec"])  # type: ignore[index]
-    assert [(r.name, r.device_class) for r in found] == [
-        ("gpu", "gpu.nvidia.com"),
-        ("any/big", "gpu.nvidia.com"),
-        ("any/small", "nope.example.com"),
-    ]
-    beta = {"devices": {"requests": [{"name": "gpu", "deviceClassName": "x", "count": 2}]}}
-    assert dra_requests(beta) == [DraRequest("gpu", "x", 2, ())]
-    assert dra_requests({"devices": {"requests": "bad"}}) == []
-
-
-def test_template_naming_a_missing_class_is_denied() -> None:
-    req = request(V1_TEMPLATE, kind="ResourceClaimTemplate", group="resource.k8s.io")
-    response = run(validate(req, FakeCluster()))
-    assert not response["allowed"]
-    assert response["status"] == {
-        "code": 403,
-        "message": "ResourceClaimTemplate ml/t: request 'any/small' names DeviceClass "
-        "'nope.example.com', which does not exist",
-    }
-
-
-def test_claim_update_is_validated_too() -> None:
-    claim = {
-        "metadata": {"name": "c"},
-        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gone"}}]}},
-    }
-    req = request(claim, operation="UPDATE", kind="ResourceClaim", group="resource.k8s.io")
-    assert not run(validate(req, FakeCluster()))["allowed"]
-
-
-def test_valid_template_is_allowed() -> None:
-    ok = copy.deepcopy(V1_TEMPLATE)
-    del ok["spec"]["spec"]["devices"]["requests"][1]  # type: ignore[index]
-    req = request(ok, kind="ResourceClaimTemplate", group="resource.k8s.io")
-    assert run(validate(req, FakeCluster())) == {"allowed": True}
-
-
-def test_pod_referencing_a_bad_template_is_denied() -> None:
-    cluster = FakeCluster(templates={("ml", "t"): [DraRequest("gpu", "gone.example.com", 1, ())]})
-    obj = pod(
-        {
-            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}],
-            "containers": [container("c")],
-        }
-    )
-    response = run(validate(request(obj), cluster))
-    assert not response["allowed"]
-    assert "claim 'g' uses ResourceClaimTemplate 't'" in response["status"]["message"]
-    assert "'gone.example.com'" in response["status"]["message"]
-
-
-def test_pod_referencing_a_bad_claim_is_denied() -> None:
-    cluster = FakeCluster(claims={("ml", "shared"): [DraRequest("gpu", "gone.example.com", 1, ())]})
-    obj = pod(
-        {
-            "resourceClaims": [{"name": "g", "resourceClaimName": "shared"}],
-            "containers": [container("c")],
-        }
-    )
-    assert not run(validate(request(obj), cluster))["allowed"]
-
-
-def test_pod_referencing_a_template_not_yet_created_is_allowed_with_warning() -> None:
-    obj = pod(
-        {
-            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "later"}],
-            "containers": [container("c")],
-        }
-    )
-    response = run(validate(request(obj), FakeCluster()))
-    assert response["allowed"]
-    assert response["warnings"] == ["claim 'g': ResourceClaimTemplate 'later' does not exist yet"]
-
-
-def test_delete_is_not_validated() -> None:
-    req = request(
-        V1_TEMPLATE, operation="DELETE", kind="ResourceClaimTemplate", group="resource.k8s.io"
-    )
-    assert run(validate(req, FakeCluster()))["allowed"]
-
-
-def test_default_policy_is_loaded() -> None:
-    assert load_policy(None).default_mode == "disabled"
 
 
 # ---- the memo: pods of one shape are translated once -------------------------------------

@@ -24,7 +24,7 @@ from tests.support.validation import (
     is_dns_subdomain,
     pod_claim_errors,
 )
-from tests.unit.translation_cases import CASES, Case
+from tests.unit.core.translation_cases import CASES, Case
 
 Obj = dict[str, Any]
 
