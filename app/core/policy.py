@@ -97,6 +97,9 @@ class Policy:
         init=False, repr=False, compare=False
     )
     _any_prefix: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    # The domains of the mapped resources (nvidia.com): an unmapped resource of one of them
+    # is the vendor's, and asks for something no mapping translates.
+    vendor_domains: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         exact = {m.resource: m for m in self.mappings if not m.is_pattern}
@@ -107,6 +110,8 @@ class Policy:
         object.__setattr__(self, "_exact", exact)
         object.__setattr__(self, "_prefixes", tuple((m.resource[:-1], m) for m in prefixes))
         object.__setattr__(self, "_any_prefix", tuple(m.resource[:-1] for m in prefixes))
+        domains = frozenset(m.resource.split("/", 1)[0] for m in self.mappings)
+        object.__setattr__(self, "vendor_domains", domains)
 
     def mapping_for(self, resource: str) -> tuple[ResourceMapping, str] | None:
         """The mapping for `resource` and the text its `*` captured ("" for exact names)."""

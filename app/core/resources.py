@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from app.core.kube import MAX_DEVICES_PER_CLAIM, Obj, cel_expressions
@@ -92,6 +92,32 @@ class LegacyRequest(NamedTuple):
     shared: bool = False  # the device plugin's shared replicas (`<name>.shared`)
 
 
+# A pod is translated whole or not at all: one container left on the device plugin would
+# leave its pod asking for device-plugin GPUs and DRA claims, from separate node pools.
+POD_LEFT = "pod left as is (a pod is translated whole or not at all)"
+
+
+def vendor_companions(
+    unmapped: list[tuple[str, str]], found: Iterable[LegacyRequest], policy: Policy
+) -> str:
+    """Why extended resources of a GPU vendor's domain that no mapping covers (HAMi's
+    nvidia.com/gpumem, gpucores, ...) keep the pod on the device plugin: they ask for a
+    fraction, a property or a selection of the device a DRA claim cannot give, and moving
+    only the GPUs would drop it. "" when there are none."""
+    domains = policy.vendor_domains | {lg.resource.split("/", 1)[0] for lg in found}
+    hits: dict[str, list[str]] = {}
+    for who, resource in unmapped:
+        if resource.split("/", 1)[0] in domains:
+            hits.setdefault(who, []).append(resource)
+    if not hits:
+        return ""
+    named = "; ".join(f"{who} asks for {', '.join(rs)}" for who, rs in hits.items())
+    return (
+        f"{named}: no mapping covers {'it' if sum(map(len, hits.values())) == 1 else 'them'} "
+        f"(a GPU fraction, property or selection a DRA claim cannot give); {POD_LEFT}"
+    )
+
+
 def is_gpu_resource(name: str) -> bool:
     return name.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
 
@@ -113,88 +139,78 @@ def _amounts(container: Obj) -> tuple[Obj, Obj, Any] | None:
     return limits, requests, names
 
 
+def container_label(field: str, container: Obj) -> str:
+    """How warnings name a container: `container 'main'`, `initContainer 'prep'`."""
+    return f"{field[:-1]} {container.get('name')!r}"
+
+
 def legacy_requests(
-    field: str, container: Obj, policy: Policy, warn: list[str]
+    field: str, container: Obj, policy: Policy, warn: list[str], unmapped: list[tuple[str, str]]
 ) -> list[LegacyRequest] | None:
     """The mapped legacy resources of one container, each checked as the translator needs
-    it; None leaves the container as it is (the reason is appended to `warn`)."""
+    it; None when the container cannot be translated, and so neither can its pod (the reason
+    is appended to `warn`). Each extended resource no mapping covers is appended to
+    `unmapped`, with the container's label."""
     read = _amounts(container)
     if read is None:
-        return None
+        return []
     limits, requests, names = read
+    who = container_label(field, container)
 
     def say(why: str) -> None:
-        warn.append(f"{field[:-1]} {container.get('name')!r}: {why}")
+        warn.append(f"{who}: {why}; {POD_LEFT}")
 
     found: list[LegacyRequest] = []
-    unmapped: list[str] = []
     for resource in names:
         if not isinstance(resource, str):
             continue
         hit = policy.mapping_for(resource)
         shared = resource.endswith(".shared")
         if hit is None or (hit[0].is_pattern and shared):
-            if "/" in resource:
-                unmapped.append(resource)
             if shared and is_gpu_resource(resource):
                 say(
                     f"{resource} (shared GPU replicas): under DRA each pod's claim gets "
-                    "devices of its own, so it would become exclusive; left as is (map it "
-                    "with `sharing` in the policy to translate it)"
+                    "devices of its own, so it would become exclusive (map it with `sharing` "
+                    "in the policy to translate it)"
                 )
+                return None
+            if "/" in resource:
+                unmapped.append((who, resource))
             continue
         mapping, captured = hit
         if shared and not mapping.sharing:
             say(
-                f"{resource} (shared GPU replicas) would become an exclusive GPU; left as is "
-                "(give its mapping `sharing: TimeSlicing` or `MPS` to translate it)"
+                f"{resource} (shared GPU replicas) would become an exclusive GPU (give its "
+                "mapping `sharing: TimeSlicing` or `MPS` to translate it)"
             )
             return None
         selectors = mapping.selectors
         if mapping.is_pattern:
             profile = mig_profile(captured)
             if profile is None:
-                say(f"{resource} does not name a MIG profile; container left as is")
+                say(f"{resource} does not name a MIG profile")
                 return None
             selectors = tuple(s.replace("{profile}", profile) for s in selectors)
         if resource not in limits:
-            say(
-                f"{resource} is requested without a limit (extended resources need "
-                "both, equal); container left as is"
-            )
+            say(f"{resource} is requested without a limit (extended resources need both, equal)")
             return None
         count = parse_count(limits[resource])
         if count is None:
-            say(
-                f"{resource} count {limits[resource]!r} is not a non-negative integer; "
-                "container left as is"
-            )
+            say(f"{resource} count {limits[resource]!r} is not a non-negative integer")
             return None
         if resource in requests and parse_count(requests[resource]) != count:
             say(
                 f"{resource} request {requests[resource]!r} differs from its limit "
-                f"{limits[resource]!r}; container left as is"
+                f"{limits[resource]!r}"
             )
             return None
         if count > MAX_DEVICES_PER_CLAIM:
             say(
                 f"{resource}: {count} devices exceed the {MAX_DEVICES_PER_CLAIM} a DRA "
-                "claim can be allocated; container left as is"
+                "claim can be allocated"
             )
             return None
         found.append(LegacyRequest(resource, count, mapping, selectors, shared))
-    # A device-plugin request that comes with another resource of its vendor's domain which
-    # nothing maps (HAMi's nvidia.com/gpumem, gpucores, ...) asks for a fraction or a
-    # property of the device a DRA claim cannot give: moving only the GPU would drop that.
-    domains = {lg.resource.split("/", 1)[0] for lg in found}
-    if companions := [r for r in unmapped if r.split("/", 1)[0] in domains]:
-        say(
-            f"{', '.join(companions)} {'comes' if len(companions) == 1 else 'come'} with "
-            f"{', '.join(lg.resource for lg in found)} and no mapping covers "
-            f"{'it' if len(companions) == 1 else 'them'} (a GPU fraction or property a DRA "
-            "claim cannot give); container left as is"
-        )
-        return None
     return found
 
 

@@ -18,11 +18,14 @@ from app.core.kube import Obj
 from app.core.names import claim_name, request_name
 from app.core.policy import Policy, ResourceMapping
 from app.core.resources import (
+    POD_LEFT,
     LegacyRequest,
     asks_extended_resources,
+    container_label,
     containers,
     is_regular_init,
     legacy_requests,
+    vendor_companions,
 )
 from app.core.templates import DeviceRequest, describe_template, sharing_config
 
@@ -159,18 +162,27 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
         return _unchanged(spec, [])
     warnings: list[str] = []
     legacy: dict[tuple[str, int], tuple[Obj, list[LegacyRequest]]] = {}
+    unmapped: list[tuple[str, str]] = []
+    left = False  # a container that cannot be translated: so neither can its pod
     for field, index, container in containers(spec):
-        found = legacy_requests(field, container, policy, warnings)
-        if not found:
+        found = legacy_requests(field, container, policy, warnings, unmapped)
+        if found is None:
+            left = True
+        elif not found:
             continue
-        if isinstance(container["resources"].get("claims"), (list, type(None))):  # null: none yet
+        elif isinstance(container["resources"].get("claims"), (list, type(None))):  # null: none
             legacy[field, index] = container, found
         else:
-            warnings.append(
-                f"{field[:-1]} {container.get('name')!r}: resources.claims is not a list; "
-                "container left as is"
-            )
-    if not legacy:
+            label = container_label(field, container)
+            warnings.append(f"{label}: resources.claims is not a list; {POD_LEFT}")
+            left = True
+    if not legacy and not left:
+        return _unchanged(spec, warnings)
+    found_all = [lg for _, found in legacy.values() for lg in found]
+    if companions := vendor_companions(unmapped, found_all, policy):
+        warnings.append(companions)
+        left = True
+    if left:
         return _unchanged(spec, warnings)
 
     pod_claims = spec.get("resourceClaims")

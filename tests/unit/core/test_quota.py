@@ -110,12 +110,13 @@ def test_uses_are_what_the_translation_took_off(policy: Policy) -> None:
         "containers": [
             container("a", gpu(1)),
             container("b", {MIG: 1}),
-            container("c", {GPU: 1}, {GPU: 2}),  # invalid: left as is
         ]
     }
     t = translate(spec, policy, PLAIN)
     assert t.uses == ((GPU, "gpu.nvidia.com"), (MIG, "mig.nvidia.com"))
-    assert translate({"containers": [container("c", {GPU: 1}, {GPU: 2})]}, policy, PLAIN).uses == ()
+    # one container left leaves the pod, and so it uses nothing of DRA
+    left = {"containers": [*spec["containers"], container("c", {GPU: 1}, {GPU: 2})]}
+    assert translate(left, policy, PLAIN).uses == ()
 
 
 def test_namespace_uses_are_the_limited_mapped_resources(policy: Policy) -> None:

@@ -250,6 +250,8 @@ SHARED_CASES = [
     ),
 ]
 
+LEFT = "pod left as is (a pod is translated whole or not at all)"
+
 COMPANION_CASES = [
     Case(
         "HAMi fractions: gpumem and gpucores come with nvidia.com/gpu; left as is",
@@ -259,24 +261,76 @@ COMPANION_CASES = [
             ]
         },
         None,
-        warnings=["nvidia.com/gpumem, nvidia.com/gpucores come with nvidia.com/gpu"],
+        warnings=[
+            "container 'c' asks for nvidia.com/gpumem, nvidia.com/gpucores: no mapping covers "
+            f"them (a GPU fraction, property or selection a DRA claim cannot give); {LEFT}"
+        ],
     ),
     Case(
-        "a companion in another container does not hold this one back",
+        "a vendor resource in another container leaves the whole pod",
         {
             "containers": [
                 container("a", gpu(1)),
                 container("b", {"nvidia.com/gpumem-percentage": 50}),
             ]
         },
+        None,
+        warnings=["container 'b' asks for nvidia.com/gpumem-percentage: no mapping covers it"],
+    ),
+    Case(
+        "a vendor resource in an init container leaves the whole pod",
         {
-            "containers": [
-                claimed("a", "a-gpu"),
-                container("b", {"nvidia.com/gpumem-percentage": 50}),
-            ],
+            "initContainers": [container("prep", {"nvidia.com/gpucores": 30})],
+            "containers": [container("a", gpu(1))],
+        },
+        None,
+        warnings=["initContainer 'prep' asks for nvidia.com/gpucores"],
+    ),
+    Case(
+        "another vendor's resources are not nvidia.com's: the GPU moves",
+        {"containers": [container("a", gpu(1)), container("b", {"example.com/fpga": 1})]},
+        {
+            "containers": [claimed("a", "a-gpu"), container("b", {"example.com/fpga": 1})],
             "resourceClaims": [pod_claim("a-gpu", tpl("gpu", GPU, 1))],
         },
         [("gpu", GPU, 1, ())],
+    ),
+]
+
+# One container that cannot be translated leaves every other container of its pod as it is.
+WHOLE_POD_CASES = [
+    Case(
+        f"one container left ({why}) leaves the pod whole",
+        {"containers": [container("a", gpu(1)), bad]},
+        None,
+        warnings=[f"container {bad['name']!r}: {warning}"],
+    )
+    for why, bad, warning in [
+        ("request without limit", container("b", requests=gpu(1)), "nvidia.com/gpu is requested"),
+        ("request differs", container("b", gpu(2), gpu(1)), "nvidia.com/gpu request 1 differs"),
+        ("33 devices", container("b", gpu(33)), "nvidia.com/gpu: 33 devices exceed"),
+        ("not a count", container("b", gpu("x")), "nvidia.com/gpu count 'x' is not"),
+        ("not a MIG profile", container("b", {"nvidia.com/mig-large": 1}), "nvidia.com/mig-large"),
+        ("shared replicas", container("b", {"nvidia.com/gpu.shared": 1}), "nvidia.com/gpu.shared"),
+    ]
+] + [
+    Case(
+        "an init container left leaves the app containers too",
+        {
+            "initContainers": [container("prep", gpu(40))],
+            "containers": [container("a", gpu(1))],
+        },
+        None,
+        warnings=["initContainer 'prep': nvidia.com/gpu: 40 devices exceed the 32"],
+    ),
+    Case(
+        "a sidecar left leaves the app containers too",
+        {
+            "initContainers": [{**container("side", requests=gpu(1)), "restartPolicy": "Always"}],
+            "containers": [container("a", gpu(1))],
+        },
+        None,
+        warnings=["initContainer 'side': nvidia.com/gpu is requested without a limit"],
     ),
 ]
 
@@ -576,6 +630,7 @@ CASES = [
     *MIG_SINGLE_CASES,
     *SHARED_CASES,
     *COMPANION_CASES,
+    *WHOLE_POD_CASES,
     *VERSION_CASES,
     Case(
         "GFD memory and family in required node affinity; the term keeps the rest",
