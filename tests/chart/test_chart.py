@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import yaml
 from cryptography import x509
 
 from app.core.patch import RECORD_ANNOTATION
-from app.core.policy import load_policy, parse_policy
+from app.core.policy import DEFAULT_POLICY_YAML, load_policy, parse_policy
 from app.core.templates import TEMPLATE_PREFIX
 from tests.chart import k8s_schema
 from tests.support.crds import ValidationError, is_custom, validate_custom
@@ -350,9 +351,64 @@ def test_bring_your_own_secret(helm: Path) -> None:
     assert hook["clientConfig"]["caBundle"] == "Q0EK"
 
 
-def test_policy_reaches_the_config_map(helm: Path) -> None:
-    data = of_kind(render_chart(helm), "ConfigMap")["data"]["policy.yaml"]
-    assert parse_policy(yaml.safe_load(data)) == load_policy(None)
+def config_map_policy(docs: list[Obj]) -> Obj:
+    raw: Obj = yaml.safe_load(of_kind(docs, "ConfigMap")["data"]["policy.yaml"])
+    return raw
+
+
+def test_no_overrides_run_the_embedded_default_policy(helm: Path) -> None:
+    raw = config_map_policy(render_chart(helm))
+    assert raw == {}
+    assert parse_policy(raw) == load_policy(None)
+    assert parse_policy(raw) == parse_policy(yaml.safe_load(DEFAULT_POLICY_YAML))
+
+
+POLICY_OVERRIDES = (
+    "policy.defaultMode=enabled",
+    "policy.onError=deny",
+    "policy.mappings.example\\.com/gpu.deviceClassName=gpu.example.com",
+    "policy.mappings.example\\.com/gpu.nodeLabels=none",
+)
+
+
+def test_policy_overrides_reach_the_config_map_alone(helm: Path) -> None:
+    raw = config_map_policy(render_chart(helm, *POLICY_OVERRIDES))
+    assert raw == {
+        "defaultMode": "enabled",
+        "onError": "deny",
+        "mappings": {
+            "example.com/gpu": {"deviceClassName": "gpu.example.com", "nodeLabels": "none"}
+        },
+    }
+    policy = parse_policy(raw)
+    assert [m.resource for m in policy.mappings] == ["example.com/gpu"]
+    # what the overrides leave out is the embedded default's
+    assert policy.skip_namespaces == load_policy(None).skip_namespaces
+    assert policy.device_classes == load_policy(None).device_classes
+    docs = render_chart(helm, "policy.keepNodeSelectors=true")
+    assert config_map_policy(docs) == {"keepNodeSelectors": True}
+
+
+def sent_resources(docs: list[Obj]) -> set[str]:
+    """The resource names (patterns without their `*`) whose pods the mutating webhook's
+    matchConditions send to gpu2dra."""
+    (hook,) = of_kind(docs, "MutatingWebhookConfiguration")["webhooks"]
+    condition = hook["matchConditions"][0]["expression"]
+    (listed,) = set(re.findall(r"\[([^]]*)\]\.exists\(p, k\.startsWith\(p\)\)", condition))
+    return set(re.findall(r"'([^']*)'", listed))
+
+
+@pytest.mark.parametrize("values", [(), POLICY_OVERRIDES, *MODES.values()])
+def test_webhooks_follow_the_policy_the_server_runs(helm: Path, values: tuple[str, ...]) -> None:
+    """The chart knows the two keys of the embedded default policy that its webhooks depend
+    on (defaultMode, the mappings' names): they agree with the server's."""
+    docs = render_chart(helm, *values)
+    policy = parse_policy(config_map_policy(docs))
+    assert sent_resources(docs) == {m.resource.removesuffix("*") for m in policy.mappings}
+    operator = "In" if policy.default_mode == "disabled" else "NotIn"
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in of_kind(docs, kind)["webhooks"]:
+            assert hook["namespaceSelector"]["matchExpressions"][0]["operator"] == operator
 
 
 @pytest.mark.parametrize(

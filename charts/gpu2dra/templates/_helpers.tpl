@@ -48,6 +48,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* The policy as the chart reads it, as JSON: the `policy` values over the two keys of
+gpu2dra's embedded default policy (DEFAULT_POLICY_YAML in app/core/policy.py) that the
+webhook configurations depend on. Key by key, as the server fills a policy file: a
+`mappings` given replaces the default's. tests/chart checks these against the server's. */}}
+{{- define "gpu2dra.policy" -}}
+{{- $embedded := dict "defaultMode" "disabled" "mappings" (dict "nvidia.com/gpu" (dict) "nvidia.com/mig-*" (dict)) }}
+{{- $policy := deepCopy (.Values.policy | default dict) }}
+{{- range $key, $value := $embedded }}
+{{- if not (hasKey $policy $key) }}
+{{- $_ := set $policy $key $value }}
+{{- end }}
+{{- end }}
+{{- toJson $policy }}
+{{- end }}
+
 {{- define "gpu2dra.certificateName" -}}
 {{- printf "%s-serving" (include "gpu2dra.fullname" .) }}
 {{- end }}
@@ -58,7 +73,7 @@ release namespace. */}}
 {{- define "gpu2dra.namespaceSelector" -}}
 matchExpressions:
   - key: gpu2dra.io/migration
-    {{- if eq .Values.policy.defaultMode "disabled" }}
+    {{- if eq (include "gpu2dra.policy" . | fromJson).defaultMode "disabled" }}
     operator: In
     values: [enabled, audit]
     {{- else }}
@@ -76,7 +91,7 @@ matchExpressions:
 {{/* Only pods that ask for a mapped resource are sent: the rest never pay the round trip. */}}
 {{- define "gpu2dra.gpuResourceCondition" -}}
 {{- $quoted := list }}
-{{- range $resource, $_ := .Values.policy.mappings }}
+{{- range $resource, $_ := (include "gpu2dra.policy" . | fromJson).mappings }}
 {{- $quoted = append $quoted (printf "'%s'" (trimSuffix "*" $resource)) }}
 {{- end }}
 {{- $has := printf "[%s].exists(p, k.startsWith(p))" (join ", " $quoted) -}}
