@@ -63,6 +63,43 @@ webhook configurations depend on. Key by key, as the server fills a policy file:
 {{- toJson $policy }}
 {{- end }}
 
+{{/* The CA, certificate and key of tls.mode=helm, as JSON: those of the existing Secret (an
+upgrade), else new ones (an install, or `helm template`, where lookup finds nothing). Made
+once per render and kept in the root context, so that the Secret and both webhook
+configurations carry the same CA. */}}
+{{- define "gpu2dra.helmTLS" -}}
+{{- if not (hasKey . "gpu2draHelmTLS") }}
+{{- $secretName := include "gpu2dra.tlsSecretName" . }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace $secretName }}
+{{- $tls := dict }}
+{{- if and $existing $existing.data (index $existing.data "ca.crt") }}
+{{- $_ := set $tls "ca" (index $existing.data "ca.crt") }}
+{{- $_ := set $tls "crt" (index $existing.data "tls.crt") }}
+{{- $_ := set $tls "key" (index $existing.data "tls.key") }}
+{{- else }}
+{{- $fullname := include "gpu2dra.fullname" . }}
+{{- $dns := list $fullname (printf "%s.%s" $fullname .Release.Namespace) (printf "%s.%s.svc" $fullname .Release.Namespace) }}
+{{- $ca := genCA "gpu2dra-ca" (int .Values.tls.validityDays) }}
+{{- $cert := genSignedCert $fullname nil $dns (int .Values.tls.validityDays) $ca }}
+{{- $_ := set $tls "ca" ($ca.Cert | b64enc) }}
+{{- $_ := set $tls "crt" ($cert.Cert | b64enc) }}
+{{- $_ := set $tls "key" ($cert.Key | b64enc) }}
+{{- end }}
+{{- $_ := set . "gpu2draHelmTLS" $tls }}
+{{- end }}
+{{- toJson (get . "gpu2draHelmTLS") }}
+{{- end }}
+
+{{/* The caBundle of the webhook configurations: the chart's CA (helm), yours (secret), or
+none (cert-manager injects it). */}}
+{{- define "gpu2dra.caBundle" -}}
+{{- if eq .Values.tls.mode "helm" }}
+{{- (include "gpu2dra.helmTLS" . | fromJson).ca }}
+{{- else if eq .Values.tls.mode "secret" }}
+{{- required "tls.caBundle is required with tls.mode=secret" .Values.tls.caBundle }}
+{{- end }}
+{{- end }}
+
 {{- define "gpu2dra.certificateName" -}}
 {{- printf "%s-serving" (include "gpu2dra.fullname" .) }}
 {{- end }}
