@@ -48,6 +48,20 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* The image: [registry/]repository, then @digest when one is set, else :tag (the chart's
+appVersion by default). */}}
+{{- define "gpu2dra.image" -}}
+{{- $repository := .Values.image.repository }}
+{{- with .Values.image.registry }}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository }}
+{{- end }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" $repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
 {{/* The policy as the chart reads it, as JSON: the `policy` values over the two keys of
 gpu2dra's embedded default policy (DEFAULT_POLICY_YAML in app/core/policy.py) that the
 webhook configurations depend on. Key by key, as the server fills a policy file: a
@@ -97,6 +111,18 @@ none (cert-manager injects it). */}}
 {{- (include "gpu2dra.helmTLS" . | fromJson).ca }}
 {{- else if eq .Values.tls.mode "secret" }}
 {{- required "tls.caBundle is required with tls.mode=secret" .Values.tls.caBundle }}
+{{- end }}
+{{- end }}
+
+{{/* Annotations of both webhook configurations. */}}
+{{- define "gpu2dra.webhookAnnotations" -}}
+{{- $annotations := deepCopy (.Values.webhook.annotations | default dict) }}
+{{- if eq .Values.tls.mode "cert-manager" }}
+{{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/%s" .Release.Namespace (include "gpu2dra.certificateName" .)) }}
+{{- end }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
 
