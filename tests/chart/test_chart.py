@@ -103,6 +103,12 @@ def test_every_setup_has_values_the_schema_takes() -> None:
         assert errors == [], setup
 
 
+def test_every_setup_is_in_the_readme_table() -> None:
+    template = (CHART / "README.md.gotmpl").read_text()
+    for path in CI_VALUES.values():
+        assert f"| `{path.name}` |" in template
+
+
 @pytest.mark.parametrize("setup", SETUPS)
 def test_lint_every_setup(helm: Path, setup: str) -> None:
     done = subprocess.run(
@@ -131,7 +137,9 @@ def test_every_custom_object_matches_its_crd(helm: Path, crds: Crds, setup: str)
     assert len(custom) == CUSTOM_OBJECTS.get(setup, 0)
 
 
-def test_the_package_leaves_out_the_setups(helm: Path, tmp_path: Path) -> None:
+def test_the_package_leaves_out_the_setups_and_the_readme_template(
+    helm: Path, tmp_path: Path
+) -> None:
     done = subprocess.run(
         [str(helm), "package", str(CHART), "--destination", str(tmp_path)],
         capture_output=True,
@@ -142,9 +150,9 @@ def test_the_package_leaves_out_the_setups(helm: Path, tmp_path: Path) -> None:
     (package,) = tmp_path.glob("gpu2dra-*.tgz")
     with tarfile.open(package) as tar:
         names = {name.removeprefix("gpu2dra/") for name in tar.getnames()}
-    assert {"Chart.yaml", "values.yaml", "values.schema.json"} <= names
+    assert {"Chart.yaml", "values.yaml", "values.schema.json", "README.md"} <= names
     assert "templates/tls-secret.yaml" in names
-    assert not [n for n in names if n.startswith("ci/")]
+    assert not [n for n in names if n.startswith("ci/") or n.endswith(".gotmpl")]
 
 
 def test_crd_check_rejects_what_the_api_server_would(helm: Path, crds: Crds) -> None:
