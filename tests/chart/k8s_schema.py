@@ -27,10 +27,16 @@ TYPED_VALUES = {
     "securityContext": CORE + "SecurityContext",
     "resources": CORE + "ResourceRequirements",
     "affinity": CORE + "Affinity",
+    "readinessProbe": CORE + "Probe",
+    "livenessProbe": CORE + "Probe",
+    "startupProbe": CORE + "Probe",
+    "strategy": "io.k8s.api.apps.v1.DeploymentStrategy",
 }
 TYPED_LISTS = {
     "tolerations": CORE + "Toleration",
     "imagePullSecrets": CORE + "LocalObjectReference",
+    "topologySpreadConstraints": CORE + "TopologySpreadConstraint",
+    "extraEnv": CORE + "EnvVar",
 }
 DEFINITIONS_NOTE = (
     f"definitions: the Kubernetes {KUBERNETES_VERSION} types, strict,"
@@ -86,8 +92,16 @@ def typed_properties() -> Obj:
 
 
 def regenerated(schema: Obj) -> Obj:
-    """`schema` with its Kubernetes-typed values and definitions as upstream has them."""
-    schema["properties"].update(typed_properties())
+    """`schema` with its Kubernetes-typed values and definitions as upstream has them (their
+    descriptions, which come from values.yaml, kept)."""
+    properties = schema["properties"]
+    for key, typed in typed_properties().items():
+        described = (
+            {"description": properties[key]["description"]}
+            if "description" in properties.get(key, {})
+            else {}
+        )
+        properties[key] = {**typed, **described}
     head = {key: schema[key] for key in ("$schema", "title")}
     rest = {key: value for key, value in schema.items() if key not in ("$comment", "definitions")}
     return {**head, "$comment": DEFINITIONS_NOTE, **rest, "definitions": definitions()}

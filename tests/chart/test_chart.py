@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +15,13 @@ import kubernetes_validate
 import pytest
 import yaml
 from cryptography import x509
+from jsonschema import Draft7Validator  # type: ignore[import-untyped]
 
 from app.core.patch import RECORD_ANNOTATION
-from app.core.policy import load_policy, parse_policy
+from app.core.policy import DEFAULT_POLICY_YAML, load_policy, parse_policy
 from app.core.templates import TEMPLATE_PREFIX
 from tests.chart import k8s_schema
+from tests.chart.render import CI_VALUES, render_setup, setup_values
 from tests.support.crds import ValidationError, is_custom, validate_custom
 from tests.support.rbac import GRANTED
 from tests.support.validation import K8S_VERSIONS
@@ -25,43 +29,10 @@ from tests.support.webhook import CHART, of_kind, render_chart
 
 Obj = dict[str, Any]
 Crds = dict[tuple[str, str], Obj]
-CERT_MANAGER = ("tls.mode=cert-manager",)
-OWN_ISSUER = (
-    *CERT_MANAGER,
-    "tls.certManager.issuerRef.name=corp-ca",
-    "tls.certManager.issuerRef.kind=ClusterIssuer",
-    "tls.certManager.issuerRef.group=cert-manager.io",
-)
-MODES = {
-    "helm": (),
-    "cert-manager": CERT_MANAGER,
-    "own-issuer": OWN_ISSUER,
-    "secret": ("tls.mode=secret", "tls.secretName=my-tls", "tls.caBundle=Q0EK"),
-    # Kubernetes-typed values the schema must accept, and each release's too once rendered.
-    "kubernetes-typed": (
-        "tolerations[0].key=gpu,tolerations[0].operator=Exists",
-        "tolerations[0].effect=NoExecute,tolerations[0].tolerationSeconds=30",
-        "imagePullSecrets[0].name=registry",
-        "resources.limits.cpu=2,resources.requests.ephemeral-storage=1Gi",
-        "podSecurityContext.fsGroupChangePolicy=OnRootMismatch",
-        "securityContext.capabilities.add={NET_BIND_SERVICE}",
-        "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-        ".nodeSelectorTerms[0].matchExpressions[0].key=pool",
-        "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-        ".nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
-    ),
-    "everything": (
-        *CERT_MANAGER,
-        "networkPolicy.enabled=true",
-        "serviceMonitor.enabled=true",
-        "readOnlyRole.create=true",
-        "server.translateEndpoint=false",
-        "policy.defaultMode=audit",
-        "webhook.excludeNamespaces={ci,monitoring}",
-    ),
-}
-# How many cert-manager and Prometheus operator objects each mode renders.
-CUSTOM_OBJECTS = {"cert-manager": 4, "own-issuer": 1, "everything": 5}
+# How many cert-manager and Prometheus operator objects each setup of ci/ renders (none when
+# not listed).
+CUSTOM_OBJECTS = {"cert-manager": 4, "own-issuer": 1, "everything": 6}
+SETUPS = list(CI_VALUES)
 
 
 def open_objects(node: Any, path: str = "") -> list[str]:
@@ -123,25 +94,69 @@ def test_lint(helm: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_every_setup_has_values_the_schema_takes() -> None:
+    schema = json.loads(k8s_schema.SCHEMA_FILE.read_text())
+    validator = Draft7Validator(schema)
+    assert len(SETUPS) >= 8
+    for setup in SETUPS:
+        errors = [e.message for e in validator.iter_errors(setup_values(setup))]
+        assert errors == [], setup
+
+
+def test_every_setup_is_in_the_readme_table() -> None:
+    template = (CHART / "README.md.gotmpl").read_text()
+    for path in CI_VALUES.values():
+        assert f"| `{path.name}` |" in template
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_lint_every_setup(helm: Path, setup: str) -> None:
+    done = subprocess.run(
+        [str(helm), "lint", "--strict", str(CHART), "--values", str(CI_VALUES[setup])],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("version", K8S_VERSIONS)
-@pytest.mark.parametrize("mode", MODES)
-def test_every_object_is_valid_kubernetes(helm: Path, mode: str, version: str) -> None:
-    builtin = [d for d in render_chart(helm, *MODES[mode]) if not is_custom(d)]
+@pytest.mark.parametrize("setup", SETUPS)
+def test_every_object_is_valid_kubernetes(helm: Path, setup: str, version: str) -> None:
+    builtin = [d for d in render_setup(helm, setup) if not is_custom(d)]
     for doc in builtin:
         kubernetes_validate.validate(doc, version, strict=True)
     assert len(builtin) >= 9
 
 
-@pytest.mark.parametrize("mode", CUSTOM_OBJECTS)
-def test_every_custom_object_matches_its_crd(helm: Path, crds: Crds, mode: str) -> None:
-    custom = [d for d in render_chart(helm, *MODES[mode]) if is_custom(d)]
+@pytest.mark.parametrize("setup", SETUPS)
+def test_every_custom_object_matches_its_crd(helm: Path, crds: Crds, setup: str) -> None:
+    custom = [d for d in render_setup(helm, setup) if is_custom(d)]
     for doc in custom:
         validate_custom(doc, crds)
-    assert len(custom) == CUSTOM_OBJECTS[mode]
+    assert len(custom) == CUSTOM_OBJECTS.get(setup, 0)
+
+
+def test_the_package_leaves_out_the_setups_and_the_readme_template(
+    helm: Path, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [str(helm), "package", str(CHART), "--destination", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (package,) = tmp_path.glob("gpu2dra-*.tgz")
+    with tarfile.open(package) as tar:
+        names = {name.removeprefix("gpu2dra/") for name in tar.getnames()}
+    assert {"Chart.yaml", "values.yaml", "values.schema.json", "README.md"} <= names
+    assert "templates/tls-secret.yaml" in names
+    assert not [n for n in names if n.startswith("ci/") or n.endswith(".gotmpl")]
 
 
 def test_crd_check_rejects_what_the_api_server_would(helm: Path, crds: Crds) -> None:
-    docs = render_chart(helm, *CERT_MANAGER)
+    docs = render_setup(helm, "cert-manager")
     (serving,) = [d for d in docs if d["metadata"]["name"] == "gpu2dra-serving"]
     for mistake, message in (
         ({"dnsName": ["x"]}, "'dnsName' was unexpected"),
@@ -275,8 +290,32 @@ def test_resources_request_cpu_and_memory_and_limit_only_memory(helm: Path) -> N
     }
 
 
-def test_pdb_only_with_replicas(helm: Path) -> None:
-    assert "PodDisruptionBudget" not in {d["kind"] for d in render_chart(helm, "replicaCount=1")}
+def pdb(docs: list[Obj]) -> Obj | None:
+    found = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    return found[0]["spec"] if found else None
+
+
+def test_pdb_keeps_one_replica_and_never_guards_a_single_one(helm: Path) -> None:
+    selector = {
+        "matchLabels": {
+            "app.kubernetes.io/name": "gpu2dra",
+            "app.kubernetes.io/instance": "gpu2dra",
+            "app.kubernetes.io/component": "webhook",
+        }
+    }
+    assert pdb(render_chart(helm)) == {"minAvailable": 1, "selector": selector}
+    assert pdb(render_chart(helm, "podDisruptionBudget.minAvailable=50%")) == {
+        "minAvailable": "50%",
+        "selector": selector,
+    }
+    assert pdb(render_setup(helm, "ha")) == {"maxUnavailable": 1, "selector": selector}
+    assert pdb(render_chart(helm, "podDisruptionBudget.maxUnavailable=0")) == {
+        "maxUnavailable": 0,
+        "selector": selector,
+    }
+    assert pdb(render_chart(helm, "podDisruptionBudget.enabled=false")) is None
+    assert pdb(render_chart(helm, "replicaCount=1")) is None
+    assert pdb(render_chart(helm, "replicaCount=1", "podDisruptionBudget.enabled=true")) is None
 
 
 def test_rbac_is_least_privilege(helm: Path) -> None:
@@ -317,7 +356,7 @@ def assert_cert_manager_serves(docs: list[Obj], issuer_ref: Obj) -> None:
 
 
 def test_cert_manager_with_its_own_ca(helm: Path) -> None:
-    docs = render_chart(helm, *CERT_MANAGER)
+    docs = render_setup(helm, "cert-manager")
     issuers = by_name(docs, "Issuer")
     assert {name: d["spec"] for name, d in issuers.items()} == {
         "gpu2dra-selfsigned": {"selfSigned": {}},
@@ -333,7 +372,7 @@ def test_cert_manager_with_its_own_ca(helm: Path) -> None:
 
 
 def test_cert_manager_with_your_issuer(helm: Path) -> None:
-    docs = render_chart(helm, *OWN_ISSUER)
+    docs = render_setup(helm, "own-issuer")
     assert "Issuer" not in {d["kind"] for d in docs}
     assert set(by_name(docs, "Certificate")) == {"gpu2dra-serving"}
     assert_cert_manager_serves(
@@ -342,7 +381,7 @@ def test_cert_manager_with_your_issuer(helm: Path) -> None:
 
 
 def test_bring_your_own_secret(helm: Path) -> None:
-    docs = render_chart(helm, *MODES["secret"])
+    docs = render_setup(helm, "secret")
     assert "Secret" not in {d["kind"] for d in docs}
     volumes = of_kind(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
     assert {"name": "tls", "secret": {"secretName": "my-tls"}} in volumes
@@ -350,9 +389,52 @@ def test_bring_your_own_secret(helm: Path) -> None:
     assert hook["clientConfig"]["caBundle"] == "Q0EK"
 
 
-def test_policy_reaches_the_config_map(helm: Path) -> None:
-    data = of_kind(render_chart(helm), "ConfigMap")["data"]["policy.yaml"]
-    assert parse_policy(yaml.safe_load(data)) == load_policy(None)
+def config_map_policy(docs: list[Obj]) -> Obj:
+    raw: Obj = yaml.safe_load(of_kind(docs, "ConfigMap")["data"]["policy.yaml"])
+    return raw
+
+
+def test_no_overrides_run_the_embedded_default_policy(helm: Path) -> None:
+    raw = config_map_policy(render_chart(helm))
+    assert raw == {}
+    assert parse_policy(raw) == load_policy(None)
+    assert parse_policy(raw) == parse_policy(yaml.safe_load(DEFAULT_POLICY_YAML))
+
+
+def test_policy_overrides_reach_the_config_map_alone(helm: Path) -> None:
+    raw = config_map_policy(render_setup(helm, "policy"))
+    assert raw == setup_values("policy")["policy"]
+    policy = parse_policy(raw)
+    assert policy.default_mode == "enabled"
+    assert policy.on_error == "deny"
+    assert [m.resource for m in policy.mappings] == ["example.com/gpu"]
+    # what the overrides leave out is the embedded default's
+    assert policy.skip_namespaces == load_policy(None).skip_namespaces
+    assert policy.device_classes == load_policy(None).device_classes
+    docs = render_chart(helm, "policy.keepNodeSelectors=true")
+    assert config_map_policy(docs) == {"keepNodeSelectors": True}
+
+
+def sent_resources(docs: list[Obj]) -> set[str]:
+    """The resource names (patterns without their `*`) whose pods the mutating webhook's
+    matchConditions send to gpu2dra."""
+    (hook,) = of_kind(docs, "MutatingWebhookConfiguration")["webhooks"]
+    condition = hook["matchConditions"][0]["expression"]
+    (listed,) = set(re.findall(r"\[([^]]*)\]\.exists\(p, k\.startsWith\(p\)\)", condition))
+    return set(re.findall(r"'([^']*)'", listed))
+
+
+@pytest.mark.parametrize("setup", ["default", *SETUPS])
+def test_webhooks_follow_the_policy_the_server_runs(helm: Path, setup: str) -> None:
+    """The chart knows the two keys of the embedded default policy that its webhooks depend
+    on (defaultMode, the mappings' names): they agree with the server's, for every setup."""
+    docs = render_chart(helm) if setup == "default" else render_setup(helm, setup)
+    policy = parse_policy(config_map_policy(docs))
+    assert sent_resources(docs) == {m.resource.removesuffix("*") for m in policy.mappings}
+    operator = "In" if policy.default_mode == "disabled" else "NotIn"
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in of_kind(docs, kind)["webhooks"]:
+            assert hook["namespaceSelector"]["matchExpressions"][0]["operator"] == operator
 
 
 @pytest.mark.parametrize(
@@ -363,6 +445,16 @@ def test_policy_reaches_the_config_map(helm: Path) -> None:
         (("webhook.mutating.failurePolicy=ignore",), "failurePolicy"),
         (("tls.mode=secret",), "tls.caBundle is required with tls.mode=secret"),
         (("webhook.url=http://insecure",), "/webhook/url"),
+        (("image.digest=latest",), "/image/digest"),
+        (("containerPort=0",), "/containerPort"),
+        (("podDisruptionBudget.minAvailabe=1",), "additional properties 'minAvailabe'"),
+        (("serviceMonitor.labels.a=b",), "additional properties 'labels' not allowed"),
+        (("serviceMonitor.tlsConfig.insecureSkipVerfy=true",), "'insecureSkipVerfy'"),
+        (("prometheusRule.disabled.Gpu2draDwn=true",), "Gpu2draDwn"),
+        (("readinessProbe.periodSecond=3",), "'periodSecond'"),
+        (("topologySpreadConstraints[0].maxSkw=1",), "'maxSkw'"),
+        (("extraEnv[0].nme=X",), "'nme'"),
+        (("policy.mappings.x/y.deviceClas=z",), "'deviceClas'"),
     ],
 )
 def test_mistakes_fail_the_install(helm: Path, values: tuple[str, ...], message: str) -> None:

@@ -48,6 +48,84 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* The image: [registry/]repository, then @digest when one is set, else :tag (the chart's
+appVersion by default). */}}
+{{- define "gpu2dra.image" -}}
+{{- $repository := .Values.image.repository }}
+{{- with .Values.image.registry }}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository }}
+{{- end }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" $repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/* The policy as the chart reads it, as JSON: the `policy` values over the two keys of
+gpu2dra's embedded default policy (DEFAULT_POLICY_YAML in app/core/policy.py) that the
+webhook configurations depend on. Key by key, as the server fills a policy file: a
+`mappings` given replaces the default's. tests/chart checks these against the server's. */}}
+{{- define "gpu2dra.policy" -}}
+{{- $embedded := dict "defaultMode" "disabled" "mappings" (dict "nvidia.com/gpu" (dict) "nvidia.com/mig-*" (dict)) }}
+{{- $policy := deepCopy (.Values.policy | default dict) }}
+{{- range $key, $value := $embedded }}
+{{- if not (hasKey $policy $key) }}
+{{- $_ := set $policy $key $value }}
+{{- end }}
+{{- end }}
+{{- toJson $policy }}
+{{- end }}
+
+{{/* The CA, certificate and key of tls.mode=helm, as JSON: those of the existing Secret (an
+upgrade), else new ones (an install, or `helm template`, where lookup finds nothing). Made
+once per render and kept in the root context, so that the Secret and both webhook
+configurations carry the same CA. */}}
+{{- define "gpu2dra.helmTLS" -}}
+{{- if not (hasKey . "gpu2draHelmTLS") }}
+{{- $secretName := include "gpu2dra.tlsSecretName" . }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace $secretName }}
+{{- $tls := dict }}
+{{- if and $existing $existing.data (index $existing.data "ca.crt") }}
+{{- $_ := set $tls "ca" (index $existing.data "ca.crt") }}
+{{- $_ := set $tls "crt" (index $existing.data "tls.crt") }}
+{{- $_ := set $tls "key" (index $existing.data "tls.key") }}
+{{- else }}
+{{- $fullname := include "gpu2dra.fullname" . }}
+{{- $dns := list $fullname (printf "%s.%s" $fullname .Release.Namespace) (printf "%s.%s.svc" $fullname .Release.Namespace) }}
+{{- $ca := genCA "gpu2dra-ca" (int .Values.tls.validityDays) }}
+{{- $cert := genSignedCert $fullname nil $dns (int .Values.tls.validityDays) $ca }}
+{{- $_ := set $tls "ca" ($ca.Cert | b64enc) }}
+{{- $_ := set $tls "crt" ($cert.Cert | b64enc) }}
+{{- $_ := set $tls "key" ($cert.Key | b64enc) }}
+{{- end }}
+{{- $_ := set . "gpu2draHelmTLS" $tls }}
+{{- end }}
+{{- toJson (get . "gpu2draHelmTLS") }}
+{{- end }}
+
+{{/* The caBundle of the webhook configurations: the chart's CA (helm), yours (secret), or
+none (cert-manager injects it). */}}
+{{- define "gpu2dra.caBundle" -}}
+{{- if eq .Values.tls.mode "helm" }}
+{{- (include "gpu2dra.helmTLS" . | fromJson).ca }}
+{{- else if eq .Values.tls.mode "secret" }}
+{{- required "tls.caBundle is required with tls.mode=secret" .Values.tls.caBundle }}
+{{- end }}
+{{- end }}
+
+{{/* Annotations of both webhook configurations. */}}
+{{- define "gpu2dra.webhookAnnotations" -}}
+{{- $annotations := deepCopy (.Values.webhook.annotations | default dict) }}
+{{- if eq .Values.tls.mode "cert-manager" }}
+{{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/%s" .Release.Namespace (include "gpu2dra.certificateName" .)) }}
+{{- end }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
 {{- define "gpu2dra.certificateName" -}}
 {{- printf "%s-serving" (include "gpu2dra.fullname" .) }}
 {{- end }}
@@ -58,7 +136,7 @@ release namespace. */}}
 {{- define "gpu2dra.namespaceSelector" -}}
 matchExpressions:
   - key: gpu2dra.io/migration
-    {{- if eq .Values.policy.defaultMode "disabled" }}
+    {{- if eq (include "gpu2dra.policy" . | fromJson).defaultMode "disabled" }}
     operator: In
     values: [enabled, audit]
     {{- else }}
@@ -76,7 +154,7 @@ matchExpressions:
 {{/* Only pods that ask for a mapped resource are sent: the rest never pay the round trip. */}}
 {{- define "gpu2dra.gpuResourceCondition" -}}
 {{- $quoted := list }}
-{{- range $resource, $_ := .Values.policy.mappings }}
+{{- range $resource, $_ := (include "gpu2dra.policy" . | fromJson).mappings }}
 {{- $quoted = append $quoted (printf "'%s'" (trimSuffix "*" $resource)) }}
 {{- end }}
 {{- $has := printf "[%s].exists(p, k.startsWith(p))" (join ", " $quoted) -}}
