@@ -33,7 +33,10 @@ SOURCES = (
     (
         "github.com/prometheus-operator/prometheus-operator@v0.85.0",
         "example/prometheus-operator-crd",
-        ("monitoring.coreos.com_servicemonitors.yaml",),
+        (
+            "monitoring.coreos.com_servicemonitors.yaml",
+            "monitoring.coreos.com_prometheusrules.yaml",
+        ),
     ),
 )
 CUSTOM_GROUPS = {"cert-manager.io", "monitoring.coreos.com"}
