@@ -19,6 +19,9 @@ NodeLabels = Literal["gpu", "mig", "none"]
 # Where a DeviceClass serves the resource in-tree (extendedResourceName, KEP-5004): leave the
 # pods that gain nothing from translation to it, or translate every pod as elsewhere.
 InTree = Literal["defer", "translate"]
+# A pod whose priority class can preempt: on Kubernetes 1.34-1.37 the scheduler preempts for
+# device-plugin GPUs but not for DRA claims. Leave it on the device plugin, or translate it.
+Preempting = Literal["leave", "translate"]
 
 MODE_LABEL = "gpu2dra.io/migration"
 SKIP_ANNOTATION = "gpu2dra.io/skip"
@@ -53,6 +56,10 @@ mappings:
 # MIG single strategy (nvidia.com/gpu on a node whose GFD product is <model>-MIG-<profile>)
 # is translated with this pattern mapping's class and selectors; `none` leaves such pods.
 migSingle: nvidia.com/mig-*
+# Pods whose priority class can preempt (priorityClassName, preemptionPolicy not Never): the
+# scheduler does not preempt for DRA claims on Kubernetes 1.34-1.37 (KEP-5690), so leave keeps
+# them on the device plugin, where they still preempt; translate moves them and says so.
+preemptingPods: leave
 """
 
 
@@ -92,6 +99,7 @@ class Policy:
     device_classes: tuple[str, ...] = ("gpu.nvidia.com", "mig.nvidia.com")
     # The pattern mapping MIG single-strategy pods are translated with; None leaves them.
     mig_single: ResourceMapping | None = None
+    preempting_pods: Preempting = "leave"
     _exact: dict[str, ResourceMapping] = field(init=False, repr=False, compare=False)
     _prefixes: tuple[tuple[str, ResourceMapping], ...] = field(
         init=False, repr=False, compare=False
@@ -219,6 +227,7 @@ KEYS = {
     "deviceClasses",
     "mappings",
     "migSingle",
+    "preemptingPods",
 }
 
 
@@ -253,6 +262,7 @@ def parse_policy(raw: Any) -> Policy:
         skip_namespaces=frozenset(skip),
         device_classes=tuple(classes),
         mig_single=_mig_single(raw.get("migSingle", DEFAULT["migSingle"]), parsed),
+        preempting_pods=_choice(raw, "preemptingPods", get_args(Preempting)),  # type: ignore[arg-type]
     )
 
 

@@ -17,6 +17,7 @@ from app.core.intree import defer_reason
 from app.core.kube import Obj
 from app.core.names import claim_name, request_name
 from app.core.policy import Policy, ResourceMapping
+from app.core.priority import preempting_class, preemption_warning
 from app.core.resources import (
     POD_LEFT,
     LegacyRequest,
@@ -184,6 +185,11 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
         left = True
     if left:
         return _unchanged(spec, warnings)
+    if (preempting := preempting_class(spec)) is not None:
+        translating = policy.preempting_pods == "translate"
+        warnings.append(preemption_warning(preempting, translating))
+        if not translating:
+            return _unchanged(spec, warnings)
 
     pod_claims = spec.get("resourceClaims")
     pod_claims = [] if pod_claims is None else pod_claims  # `or []` would take false for []

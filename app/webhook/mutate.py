@@ -51,7 +51,13 @@ MEMO_SIZE = 1024  # pod shapes remembered: a cluster runs far fewer distinct GPU
 def shape_of(spec: Obj) -> bytes:
     """Everything translate() reads of a pod spec, as bytes: replicas of a workload share it,
     and so do the workers of a training job, which differ in the rank in their env or args."""
-    parts: list[Any] = [spec.get("resourceClaims"), spec.get("nodeSelector"), spec.get("affinity")]
+    parts: list[Any] = [
+        spec.get("resourceClaims"),
+        spec.get("nodeSelector"),
+        spec.get("affinity"),
+        spec.get("priorityClassName"),
+        spec.get("preemptionPolicy"),
+    ]
     said: list[Any] = []  # the containers' env, command and args
     for name in ("containers", "initContainers"):
         items = spec.get(name)

@@ -124,6 +124,10 @@ FIELDS = {
     "migSingle": "The pattern mapping that MIG single-strategy pods (`nvidia.com/gpu` on a "
     "node whose GFD product is `<model>-MIG-<profile>`) are translated with; `none` leaves "
     "such pods alone.",
+    "preemptingPods": "Pods whose priority class can preempt (a `priorityClassName` whose "
+    "`preemptionPolicy` is not `Never`): `leave` keeps them on the device plugin, where they "
+    "still preempt; `translate` moves them, with a warning that the scheduler does not preempt "
+    "for DRA claims on Kubernetes 1.34-1.37.",
 }
 MAPPING_FIELDS = {
     "deviceClassName": (
@@ -173,6 +177,7 @@ def _values(key: str) -> str:
     choices: dict[str, tuple[str, ...]] = {
         "defaultMode": policy.MODES,
         "onError": get_args(policy.OnError),
+        "preemptingPods": get_args(policy.Preempting),
     }
     if key in choices:
         return " \\| ".join(f"`{v}`" for v in choices[key])

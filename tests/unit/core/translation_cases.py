@@ -335,6 +335,57 @@ WHOLE_POD_CASES = [
 ]
 
 
+# Preemption (app/core/priority.py): the scheduler does not preempt for DRA claims.
+PREEMPTION_CASES = [
+    Case(
+        "a priority class that can preempt keeps the pod on the device plugin",
+        {"priorityClassName": "high", "containers": [container("c", gpu(1))]},
+        None,
+        warnings=["priorityClassName high can preempt, and the scheduler does not preempt"],
+    ),
+    Case(
+        "as the Priority admission plugin resolves it: PreemptLowerPriority preempts",
+        {
+            "priorityClassName": "high",
+            "priority": 1000,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "containers": [container("c", gpu(1))],
+        },
+        None,
+        warnings=["pod left on the device plugin (policy preemptingPods: leave"],
+    ),
+    Case(
+        "a class that never preempts loses nothing: translated",
+        {
+            "priorityClassName": "batch",
+            "priority": 10,
+            "preemptionPolicy": "Never",
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "priorityClassName": "batch",
+            "priority": 10,
+            "preemptionPolicy": "Never",
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+    ),
+    Case(
+        "preemptingPods: translate moves it, and says what it loses",
+        {"priorityClassName": "high", "containers": [container("c", gpu(1))]},
+        {
+            "priorityClassName": "high",
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+        warnings=["can preempt, but the scheduler does not preempt for DRA claims"],
+        policy={"preemptingPods": "translate"},
+    ),
+]
+
+
 def version(attribute: str, test: str) -> str:
     return f"('{attribute}' in {ATTR} && {ATTR}.{attribute}{test})"
 
@@ -631,6 +682,7 @@ CASES = [
     *SHARED_CASES,
     *COMPANION_CASES,
     *WHOLE_POD_CASES,
+    *PREEMPTION_CASES,
     *VERSION_CASES,
     Case(
         "GFD memory and family in required node affinity; the term keeps the rest",

@@ -217,6 +217,22 @@ def test_a_worker_that_reads_visible_devices_is_not_answered_from_the_memo(
     assert not any("NVIDIA_VISIBLE_DEVICES" in w for w in first.warnings)
 
 
+@pytest.mark.parametrize(
+    "priority",
+    [{"priorityClassName": "high"}, {"priorityClassName": "high", "preemptionPolicy": "Never"}],
+)
+def test_a_priority_class_is_not_answered_from_the_memo(
+    policy: Policy, catalog: Catalog, priority: dict[str, str]
+) -> None:
+    mutator, spec = Mutator(policy), pod()["spec"]
+    first = mutator.outcome(spec, catalog)
+    later = mutator.outcome({**spec, **priority}, catalog)
+    assert later is not first and first.patch
+    preempts = priority.get("preemptionPolicy") != "Never"
+    assert bool(later.patch) is not preempts
+    assert any("can preempt" in w for w in later.warnings) is preempts
+
+
 def test_a_new_catalog_is_not_answered_from_the_memo(policy: Policy) -> None:
     mutator, spec = Mutator(policy), pod()["spec"]
     assert not mutator.outcome(spec, Catalog.of(["mig.nvidia.com"])).patch

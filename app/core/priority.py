@@ -1,0 +1,40 @@
+"""Priority and preemption: what a pod loses when its GPUs come from DRA claims.
+
+On Kubernetes 1.34 to 1.37 the scheduler's DynamicResources plugin has no preemption
+(`PreFilterExtensions()` returns nil; KEP-5690 is not merged): a pod whose devices come from
+claims neither preempts another pod for them nor is preempted to free them. Device-plugin
+GPUs are extended resources, which preemption does free.
+"""
+
+from __future__ import annotations
+
+from app.core.kube import Obj
+
+NO_PREEMPTION = (
+    "the scheduler does not preempt for DRA claims on Kubernetes 1.34-1.37 (KEP-5690), so "
+    "it could no longer preempt lower-priority pods for GPUs"
+)
+
+
+def preempting_class(spec: Obj) -> str | None:
+    """The pod's priority class when it can preempt: a priorityClassName whose
+    preemptionPolicy is not Never. The Priority admission plugin runs before the webhooks
+    and copies the class's preemptionPolicy into the pod; offline, where it has not run, a
+    named class counts as preempting, as a PriorityClass does by default."""
+    name = spec.get("priorityClassName")
+    if not isinstance(name, str) or not name or spec.get("preemptionPolicy") == "Never":
+        return None
+    return name
+
+
+def preemption_warning(name: str, translated: bool) -> str:
+    """What the warning says of a pod of priority class `name` that can preempt."""
+    if translated:
+        return (
+            f"priorityClassName {name} can preempt, but {NO_PREEMPTION}; translated as the "
+            "policy's preemptingPods: translate says"
+        )
+    return (
+        f"priorityClassName {name} can preempt, and {NO_PREEMPTION}; pod left on the "
+        "device plugin (policy preemptingPods: leave; set translate to move such pods)"
+    )
