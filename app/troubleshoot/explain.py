@@ -16,6 +16,7 @@ from app.core.catalog import Catalog
 from app.core.intree import native_classes
 from app.core.kube import Obj
 from app.core.policy import MODE_LABEL, Policy, mode_label
+from app.core.priority import NO_PREEMPTION, preempting_class
 from app.core.quota import Quota, quota_warning, unguarded
 from app.core.resources import legacy_devices
 from app.core.scope import skip_reason
@@ -185,6 +186,15 @@ def explain(facts: PodFacts, policy: Policy) -> Explanation:
         steps.append(Step("FAIL", "not scheduled: the scheduler waits until its claims exist"))
     else:
         steps.append(_schedule_step(pod))
+    waiting = not spec.get("nodeName") and spec.get("resourceClaims")
+    if waiting and (preempting := preempting_class(spec)) is not None:
+        steps.append(
+            Step(
+                "info",
+                f"priorityClassName {preempting} can preempt, but {NO_PREEMPTION}: the pod "
+                "waits until matching devices are free",
+            )
+        )
     if isinstance(facts.events, ReadError):
         steps.append(unreadable_step("the pod's events", facts.events))
     events = sorted(

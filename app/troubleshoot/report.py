@@ -23,6 +23,7 @@ from kubernetes import config
 from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import MODE_LABEL, Policy
+from app.core.priority import preempting_class
 from app.core.resources import legacy_devices
 from app.core.scope import NEVER_CHANGED, namespace_mode, never_changed
 from app.core.templates import describe_template
@@ -67,6 +68,9 @@ class Workload:
     # is left to migrate.
     path: str = "device plugin"
     translates: bool = False  # gpu2dra translates its pods where enabled
+    # The priority class of its pods when it can preempt: under DRA it could not, so gpu2dra
+    # leaves such pods on the device plugin unless the policy says preemptingPods: translate.
+    preempts: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +111,10 @@ def workload_of(
         specs = pod_specs(obj.get("spec"))
     except TooDeep:
         return None  # no API server stores such an object; nothing to report
+    preempts = ""
     for spec in specs:
         gpus.update(legacy_devices(spec, policy))
+        preempts = preempts or preempting_class(spec) or ""
     if not +gpus:
         return None
     result = translate_documents([obj], policy, catalog, namespace, "enabled")
@@ -125,6 +131,7 @@ def workload_of(
         ),
         path="in-tree" if native else "device plugin",
         translates=bool(result.templates),
+        preempts=preempts,
     )
 
 
@@ -211,9 +218,20 @@ def _gpus(w: Workload) -> str:
 
 
 def render_table(report: Report) -> str:
-    header = ("NAMESPACE", "MODE", "WORKLOAD", "GPUS PER POD", "SERVED BY", "WARNINGS")
+    header = ("NAMESPACE", "MODE", "WORKLOAD", "GPUS PER POD", "SERVED BY", "PREEMPTS", "WARNINGS")
     rows = [
-        ((n.name, n.mode, f"{w.kind}/{w.name}", _gpus(w), w.path, str(len(w.warnings))), w)
+        (
+            (
+                n.name,
+                n.mode,
+                f"{w.kind}/{w.name}",
+                _gpus(w),
+                w.path,
+                w.preempts or "-",
+                str(len(w.warnings)),
+            ),
+            w,
+        )
         for n in report.namespaces
         for w in n.workloads
     ]
@@ -259,7 +277,18 @@ def render_csv(report: Report) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(
-        ["namespace", "mode", "kind", "name", "replicas", "gpus", "path", "templates", "warnings"]
+        [
+            "namespace",
+            "mode",
+            "kind",
+            "name",
+            "replicas",
+            "gpus",
+            "path",
+            "preempts",
+            "templates",
+            "warnings",
+        ]
     )
     for n in report.namespaces:
         for w in n.workloads:
@@ -272,6 +301,7 @@ def render_csv(report: Report) -> str:
                     "" if w.replicas is None else w.replicas,
                     ";".join(f"{r}={c}" for r, c in w.gpus.items()),
                     w.path,
+                    w.preempts,
                     ";".join(w.templates),
                     " | ".join(w.warnings),
                 ]

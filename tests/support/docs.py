@@ -223,7 +223,9 @@ def _schema_rows(props: dict[str, Any], names: list[str], prefix: str = "") -> l
     rows = []
     for name in names:
         node = props.get(name)
-        text = _schema_text(node) if node is not None else "**not in the chart's schema**"
+        if node is None:  # the chart would refuse a policy field the server takes
+            raise SystemExit(f"policy field {prefix}{name} is not in {SCHEMA}: add it there")
+        text = _schema_text(node)
         rows.append(f"| `{prefix}{name}` | {text} |")
     return rows
 

@@ -3,6 +3,7 @@ the real scheduler in tests/e2e/test_explain.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from app.core.policy import load_policy
@@ -298,3 +299,29 @@ def test_a_pod_left_under_its_legacy_quota_is_explained() -> None:
         "its quota: ResourceQuota gpus limits requests.nvidia.com/gpu"
     )
     assert first.text.endswith("gpu2dra quota -n ml | kubectl apply -f -")
+
+
+def test_a_pending_translated_pod_that_could_preempt_is_told_it_cannot() -> None:
+    template = {
+        "metadata": {"name": "gpu2dra-gpu-x1-abc"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {}}]}}},
+    }
+    claims = [{"name": "main-gpu", "resourceClaimTemplateName": "gpu2dra-gpu-x1-abc"}]
+    spec: Obj = {
+        "priorityClassName": "high",
+        "preemptionPolicy": "PreemptLowerPriority",
+        "resourceClaims": claims,
+        "containers": [{"name": "main", "resources": {"claims": [{"name": "main-gpu"}]}}],
+    }
+    facts = PodFacts(
+        pod={"metadata": {"name": "p", "namespace": "ml"}, "spec": spec, "status": {}},
+        namespace_labels={"gpu2dra.io/migration": "enabled"},
+        device_classes=list(CLASSES.values()),
+        templates={"gpu2dra-gpu-x1-abc": template},
+    )
+    said = "priorityClassName high can preempt, but the scheduler does not preempt for DRA claims"
+    steps = explain(facts, load_policy(None)).steps
+    assert steps[-1].state == "info" and steps[-1].text.startswith(said)
+    never = {**spec, "preemptionPolicy": "Never"}
+    quiet = explain(replace(facts, pod={**facts.pod, "spec": never}), load_policy(None)).steps
+    assert not any("preempt" in s.text for s in quiet)

@@ -130,10 +130,12 @@ def test_outputs() -> None:
     )
     table = render_table(report).splitlines()
     assert table[0].split() == [
-        *("NAMESPACE", "MODE", "WORKLOAD", "GPUS", "PER", "POD", "SERVED", "BY", "WARNINGS")
+        *("NAMESPACE", "MODE", "WORKLOAD", "GPUS", "PER", "POD", "SERVED", "BY", "PREEMPTS"),
+        "WARNINGS",
     ]
     assert table[1].split() == [
-        *("ml", "disabled", "Deployment/web", "nvidia.com/gpu=2", "x2", "device", "plugin", "0")
+        *("ml", "disabled", "Deployment/web", "nvidia.com/gpu=2", "x2", "device", "plugin", "-"),
+        "0",
     ]
     assert table[2].startswith("    would create gpu2dra-gpu-x2-")
     assert "  1. ml (disabled, 1 workload(s), no warnings): kubectl label namespace ml" in (
@@ -151,6 +153,30 @@ def test_outputs() -> None:
     body = json.loads(render_json(report))
     assert body["rollout"] == ["ml"]
     assert body["namespaces"][0]["workloads"][0]["gpus"] == {"nvidia.com/gpu": 2}
+
+
+def test_workloads_whose_pods_can_preempt_are_named() -> None:
+    def deployment(name: str, **priority: str) -> tuple[str, Obj]:
+        pod = {**pod_spec(container("c", {"nvidia.com/gpu": 1})), **priority}
+        return obj("Deployment", name, "ml", {"replicas": 1, "template": {"spec": pod}})
+
+    objects = [
+        deployment("high", priorityClassName="high"),
+        deployment("batch", priorityClassName="batch", preemptionPolicy="Never"),
+        deployment("plain"),
+    ]
+    report = build([namespace("ml", "enabled")], objects, POLICY, CATALOG)
+    rows = {w.name: (w.preempts, w.path) for w in report.namespaces[0].workloads}
+    assert rows == {
+        "high": ("high", "device plugin"),  # left where it still preempts
+        "batch": ("", "gpu2dra"),
+        "plain": ("", "gpu2dra"),
+    }
+    (high,) = [w for w in report.namespaces[0].workloads if w.name == "high"]
+    assert any(m.startswith("priorityClassName high can preempt") for m in high.warnings)
+    lines = render_csv(report).splitlines()
+    assert lines[0].split(",")[7] == "preempts"
+    assert [row.split(",")[7] for row in lines[1:]] == ["", "high", ""]
 
 
 def test_nothing_to_report() -> None:
