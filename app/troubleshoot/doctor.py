@@ -87,6 +87,8 @@ def gather(reader: Reader) -> Facts:
         kueue=attempt(
             lambda: reader.find(f"/api/v1/namespaces/{KUEUE_NAMESPACE}/configmaps/{KUEUE_CONFIG}")
         ),
+        priority_classes=listed("/apis/scheduling.k8s.io/v1/priorityclasses"),
+        pods=listed("/api/v1/pods"),
     )
 
 

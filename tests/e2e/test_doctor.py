@@ -49,6 +49,7 @@ EVERY_CHECK = (
     "paths",
     "quota",
     "kueue",
+    "preemption",
 )
 
 

@@ -10,10 +10,11 @@ import pytest
 import yaml
 
 from app.cli import main
-from app.core.policy import load_policy
+from app.core.policy import load_policy, parse_policy
 from app.troubleshoot.checks.check import Check
 from app.troubleshoot.checks.cluster import check_kubernetes
 from app.troubleshoot.checks.namespaces import check_namespaces
+from app.troubleshoot.checks.preemption import check_preemption
 from app.troubleshoot.checks.quota import check_kueue, check_quota
 from app.troubleshoot.client import ReadError
 from app.troubleshoot.doctor import render_text
@@ -237,3 +238,92 @@ def test_kueue_check(configmap: Any, status: str, words: str) -> None:
     assert check.status == status and words in check.summary
     if status == "WARN" and "has no entry" in words:
         assert "deviceClassMappings" in check.fix and "restart Kueue" in check.fix
+
+
+# ---- priority and preemption -------------------------------------------------------------
+
+
+def priority_class(name: str, value: int, never: bool = False) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "value": value,
+        **({"preemptionPolicy": "Never"} if never else {}),
+    }
+
+
+def gpu_pod_in(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": "1"}
+    containers = [{"name": "c", "resources": {"limits": limits}}]
+    return {
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": {"containers": containers, **spec},
+    }
+
+
+def plugin_node(gpus: str) -> dict[str, Any]:
+    return {"metadata": {"name": "n"}, "status": {"allocatable": {"nvidia.com/gpu": gpus}}}
+
+
+PREEMPTION_CASES = [
+    ("no preempting pods", [], [plugin_node("1")], None, ("PASS", "no GPU pod of a preempting")),
+    (
+        "left on the device plugin, which still serves",
+        [gpu_pod_in("ml", "a", priorityClassName="high")],
+        [plugin_node("1")],
+        None,
+        ("PASS", "1 GPU pod(s) of preempting PriorityClasses (high) stay on the device plugin"),
+    ),
+    (
+        "left, and no device-plugin node remains",
+        [gpu_pod_in("ml", "a", priorityClassName="high")],
+        [plugin_node("0")],
+        None,
+        ("FAIL", "no node offers GPUs through it: they cannot schedule"),
+    ),
+    (
+        "translated: preemption lost",
+        [gpu_pod_in("ml", "a", priorityClassName="high")],
+        [],
+        "translate",
+        ("WARN", "are translated, and the scheduler does not preempt for DRA claims"),
+    ),
+    (
+        "a class that never preempts, a pod without GPUs, a disabled namespace",
+        [
+            gpu_pod_in("ml", "a", priorityClassName="batch"),
+            {"metadata": {"namespace": "ml", "name": "b"}, "spec": {"priorityClassName": "high"}},
+            gpu_pod_in("legacy", "c", priorityClassName="high"),
+            gpu_pod_in("ml", "d", priorityClassName="high", preemptionPolicy="Never"),
+        ],
+        [plugin_node("0")],
+        None,
+        ("PASS", "no GPU pod of a preempting PriorityClass in the 1 namespace(s)"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pods", "nodes", "setting", "expected"),
+    [c[1:] for c in PREEMPTION_CASES],
+    ids=[c[0] for c in PREEMPTION_CASES],
+)
+def test_preemption_check(
+    pods: list[dict[str, Any]],
+    nodes: list[dict[str, Any]],
+    setting: str | None,
+    expected: tuple[str, str],
+) -> None:
+    policy = parse_policy({"preemptingPods": setting}) if setting else load_policy(None)
+    classes = [priority_class("high", 1000), priority_class("batch", 10, never=True)]
+    namespaces = [ns("ml", "enabled"), ns("legacy")]
+    check = check_preemption(namespaces, classes, pods, nodes, policy)
+    assert check.name == "preemption"
+    assert (check.status, expected[1] in check.summary) == (expected[0], True), check.summary
+    named = check.status != "PASS" or "stay" in check.summary
+    assert check.details == (("- high (1000): 1 pod(s): ml/a",) if named else ())
+
+
+def test_preemption_check_says_what_it_cannot_read() -> None:
+    err = ReadError("GET /apis/scheduling.k8s.io/v1/priorityclasses: 403 forbidden")
+    check = check_preemption([ns("ml", "enabled")], err, [], [], load_policy(None))
+    assert (check.status, check.summary) == ("WARN", f"cannot read: {err}")
