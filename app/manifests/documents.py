@@ -15,16 +15,20 @@ from app.core.resources import legacy_amounts
 from app.core.scope import never_changed
 from app.core.translate import describe, translate
 from app.manifests import yamlio
+from app.manifests.comments import Source
 from app.manifests.podspecs import MAX_DEPTH, TooDeep, rewrite_pod_specs, singular_containers
+
+Read = tuple[Any, Source | None]  # a document and the text it was read from
 
 
 class ManifestError(ValueError):
     """The input cannot be read; the message names the document."""
 
 
-def load_documents(text: bytes | str) -> list[Any]:
+def load_documents(text: bytes | str, read: list[Read] | None = None) -> list[Any]:
     """The documents of a YAML or JSON stream (a JSON array is one document per item);
-    empty documents dropped. A `List` stays one document: its items are translated in place."""
+    empty documents dropped. A `List` stays one document: its items are translated in place.
+    With `read`, each document and the Source it was read from (YAML) are appended to it."""
     raw = text.decode() if isinstance(text, bytes) else text
     if raw.lstrip().startswith(("{", "[")):
         try:
@@ -34,10 +38,14 @@ def load_documents(text: bytes | str) -> list[Any]:
                 raise ManifestError("document 1: nested too deeply") from None
             docs = None  # perhaps YAML flow style; let the YAML parser say what is wrong
         if docs is not None:
-            return _unpack(_as_json(docs))
+            out = _unpack(_as_json(docs))
+            if read is not None:
+                read.extend((doc, None) for doc in out)
+            return out
     docs = []
+    found: list[Source | None] | None = [] if read is not None else None
     try:
-        docs.extend(yamlio.load_all(raw))
+        docs.extend(yamlio.load_all(raw, found))
     except RecursionError:
         raise ManifestError(f"document {len(docs) + 1}: nested too deeply") from None
     except yamlio.TooComplex as err:
@@ -49,7 +57,15 @@ def load_documents(text: bytes | str) -> list[Any]:
         raise ManifestError(f"document {len(docs) + 1}: not valid YAML{where}: {why}") from None
     except (ValueError, OverflowError) as err:  # a tag that fits a value that does not: 2024-01-51
         raise ManifestError(f"document {len(docs) + 1}: not valid YAML: {err}") from None
-    return _unpack(_as_json(docs))
+    out = _unpack(_as_json(docs))
+    if read is not None:
+        assert found is not None
+        for doc, source in zip(docs, found or [None] * len(docs), strict=True):
+            if isinstance(doc, list):
+                read.extend((item, None) for item in doc)
+            elif doc is not None:
+                read.append((doc, source))
+    return out
 
 
 def _as_json(docs: list[Any]) -> list[Any]:

@@ -15,7 +15,7 @@ from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Mode, Policy
 from app.manifests import yamlio
-from app.manifests.documents import Note, load_documents, translate_documents
+from app.manifests.documents import Note, Read, load_documents, translate_documents
 
 Output = Literal["yaml", "json"]
 PARALLEL_BYTES = 1 << 20  # below this, workers cost more than they save: docs/performance.md
@@ -83,11 +83,13 @@ def _pieces(text: str, count: int) -> list[str]:
 def _piece(
     text: str, policy: Policy, catalog: Catalog, namespace: str | None, mode: Mode, output: Output
 ) -> _Piece:
-    result = translate_documents(load_documents(text), policy, catalog, namespace, mode)
+    read: list[Read] = []
+    docs = load_documents(text, read if output == "yaml" else None)
+    result = translate_documents(docs, policy, catalog, namespace, mode)
     if output == "json":
         body = b",".join(orjson.dumps(doc) for doc in result.documents)
     else:
-        body = yamlio.dump_all(result.documents).encode()
+        body = yamlio.dump_all(result.documents, read).encode()
     return _Piece(result.numbered, body, result.templates, result.notes)
 
 
