@@ -20,6 +20,7 @@ from app.manifests.documents import Note, Read, load_documents, translate_docume
 Output = Literal["yaml", "json"]
 PARALLEL_BYTES = 1 << 20  # below this, workers cost more than they save: docs/performance.md
 _MARKER = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)  # a document start
+_DEVICE_CLASS = re.compile(r"kind[\"']?\s*:\s*[\"']?DeviceClass\b")
 
 
 class Rendered(NamedTuple):
@@ -66,10 +67,12 @@ def translate_text(
 
 def _pieces(text: str, count: int) -> list[str]:
     """`text` cut into about `count` streams of whole documents. Directives (%YAML, %TAG)
-    belong to the document after them and anchors may be used across documents: such a
-    stream (or JSON) stays whole."""
+    belong to the document after them and anchors may be used across documents, and a
+    DeviceClass serves them all: such a stream (or JSON) stays whole."""
     if text.lstrip().startswith(("{", "[", "%")) or "\n%" in text or "&" in text:
         return [text]
+    if _DEVICE_CLASS.search(text):
+        return [text]  # a DeviceClass joins the catalog of every document
     cuts = [0]
     for i in range(1, count):
         marker = _MARKER.search(text, max(cuts[-1] + 1, len(text) * i // count))
