@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import orjson
@@ -11,20 +13,30 @@ import yaml
 from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Mode, Policy
-from app.core.resources import legacy_amounts
+from app.core.resources import containers, legacy_amounts, legacy_devices
 from app.core.scope import never_changed
 from app.core.translate import describe, translate
-from app.manifests import yamlio
-from app.manifests.podspecs import MAX_DEPTH, TooDeep, rewrite_pod_specs, singular_containers
+from app.manifests import workloads, yamlio
+from app.manifests.comments import Source
+from app.manifests.podspecs import (
+    MAX_DEPTH,
+    TooDeep,
+    pod_specs,
+    rewrite_pod_specs,
+    singular_containers,
+)
+
+Read = tuple[Any, Source | None]  # a document and the text it was read from
 
 
 class ManifestError(ValueError):
     """The input cannot be read; the message names the document."""
 
 
-def load_documents(text: bytes | str) -> list[Any]:
+def load_documents(text: bytes | str, read: list[Read] | None = None) -> list[Any]:
     """The documents of a YAML or JSON stream (a JSON array is one document per item);
-    empty documents dropped. A `List` stays one document: its items are translated in place."""
+    empty documents dropped. A `List` stays one document: its items are translated in place.
+    With `read`, each document and the Source it was read from (YAML) are appended to it."""
     raw = text.decode() if isinstance(text, bytes) else text
     if raw.lstrip().startswith(("{", "[")):
         try:
@@ -34,10 +46,14 @@ def load_documents(text: bytes | str) -> list[Any]:
                 raise ManifestError("document 1: nested too deeply") from None
             docs = None  # perhaps YAML flow style; let the YAML parser say what is wrong
         if docs is not None:
-            return _unpack(_as_json(docs))
+            out = _unpack(_as_json(docs))
+            if read is not None:
+                read.extend((doc, None) for doc in out)
+            return out
     docs = []
+    found: list[Source | None] | None = [] if read is not None else None
     try:
-        docs.extend(yamlio.load_all(raw))
+        docs.extend(yamlio.load_all(raw, found))
     except RecursionError:
         raise ManifestError(f"document {len(docs) + 1}: nested too deeply") from None
     except yamlio.TooComplex as err:
@@ -49,7 +65,15 @@ def load_documents(text: bytes | str) -> list[Any]:
         raise ManifestError(f"document {len(docs) + 1}: not valid YAML{where}: {why}") from None
     except (ValueError, OverflowError) as err:  # a tag that fits a value that does not: 2024-01-51
         raise ManifestError(f"document {len(docs) + 1}: not valid YAML: {err}") from None
-    return _unpack(_as_json(docs))
+    out = _unpack(_as_json(docs))
+    if read is not None:
+        assert found is not None
+        for doc, source in zip(docs, found or [None] * len(docs), strict=True):
+            if isinstance(doc, list):
+                read.extend((item, None) for item in doc)
+            elif doc is not None:
+                read.append((doc, source))
+    return out
 
 
 def _as_json(docs: list[Any]) -> list[Any]:
@@ -109,8 +133,10 @@ class Result:
 def translate_documents(
     docs: list[Any], policy: Policy, catalog: Catalog, namespace: str | None, mode: Mode
 ) -> Result:
-    """Translate every pod spec in `docs`; the input is never changed."""
+    """Translate every pod spec in `docs`; the input is never changed. DeviceClasses among
+    them join the catalog, as they would in the cluster the manifest is applied to."""
     result = Result()
+    catalog = with_device_classes(catalog, docs)
     for doc in docs:
         if not is_list(doc):
             result.documents.append(_translate_one(doc, result, policy, catalog, namespace, mode))
@@ -120,6 +146,25 @@ def translate_documents(
         same = all(a is b for a, b in zip(items, doc["items"], strict=True))
         result.documents.append(doc if same else {**doc, "items": items})
     return result
+
+
+def with_device_classes(catalog: Catalog, docs: list[Any]) -> Catalog:
+    """`catalog` and the DeviceClasses (resource.k8s.io) among `docs` and their List items."""
+    items = (i for d in docs for i in (d["items"] if is_list(d) else [d]))
+    found = [
+        d
+        for d in items
+        if isinstance(d, dict)
+        and d.get("kind") == "DeviceClass"
+        and workloads.group_of(d) == "resource.k8s.io"
+        and isinstance(d.get("metadata"), dict)
+        and isinstance(d["metadata"].get("name"), str)
+        and isinstance(d.get("spec") or {}, dict)
+        and isinstance((d.get("spec") or {}).get("extendedResourceName", ""), str | None)
+    ]
+    if not found:
+        return catalog
+    return Catalog(MappingProxyType({**catalog.classes, **Catalog.from_objects(found).classes}))
 
 
 def _translate_one(
@@ -141,25 +186,95 @@ def _translate_one(
     if mode == "disabled" or never_changed(ns, policy):
         return doc
 
+    classes: list[str] = []  # of the claims this document's pods ask for
+
     def one(spec: Obj) -> Obj:
-        return _translate_spec(spec, where, ns, policy, catalog, mode, result)
+        return _translate_spec(spec, where, ns, policy, catalog, mode, result, classes)
 
     def asks(container: Obj) -> list[str]:
         return sorted(legacy_amounts(container, policy))
 
+    def note(text: str) -> None:
+        result.notes.append(where._replace(text=text))
+
     try:
-        translated = rewrite_pod_specs(doc, one)
-        for template, resources in singular_containers(doc, asks):
-            text = (
-                f"{template} asks for {', '.join(resources)} in a container that is not in "
-                "a pod spec, so gpu2dra cannot give it claims here; the pods it becomes "
-                "are translated at admission (in a namespace where gpu2dra is enabled)"
+        if (reason := workloads.left_alone(doc)) is not None:
+            if _asks_anywhere(doc, asks):
+                note(f"left as is: {reason}; {workloads.ADMISSION}")
+            return doc
+        translated = _rewrite(doc, one, asks, note)
+        translated = workloads.keep_ray_gpus(doc, translated, note)
+        for place, resources, held in singular_containers(doc, asks):
+            inside = "in a container that is not in a pod spec" if held else "outside any pod spec"
+            note(
+                f"{place} asks for {', '.join(resources)} {inside}, so gpu2dra cannot give it "
+                f"claims here; the pods it becomes are translated at admission (in a namespace "
+                "where gpu2dra is enabled)"
             )
-            result.notes.append(where._replace(text=text))
+        for place, kinds in _embedded_asks(doc, policy):
+            note(
+                f"{place} creates {kinds} from a manifest string whose pods ask for GPUs; "
+                "gpu2dra does not rewrite manifests inside strings: the pods are translated "
+                "at admission (in a namespace where gpu2dra is enabled)"
+            )
     except TooDeep:
         deep = where._replace(text=f"nested deeper than {MAX_DEPTH} levels")
         raise ManifestError(str(deep)) from None
+    if translated is not doc:
+        specs = pod_specs(translated)
+        for text in workloads.queue_notes(doc, translated, specs, sorted(set(classes))):
+            note(text)
+        if not workloads.known(doc):
+            note(
+                f"{kind} is a kind gpu2dra has no rule for: its pod specs were translated as "
+                "found; if its controller reads GPU counts from them (as KubeRay and Kubeflow "
+                "Trainer do), apply it untranslated and let admission translate its pods"
+            )
     return translated
+
+
+def _rewrite(
+    doc: Obj,
+    one: Callable[[Obj], Obj],
+    asks: Callable[[Obj], list[str]],
+    note: Callable[[str], None],
+) -> Any:
+    """The document with its pod specs translated, but for one its controller reads."""
+    held = workloads.kept(doc)
+    if held is None:
+        return rewrite_pod_specs(doc, one)
+    path, reason = held
+    kept = workloads.at(doc, path)
+    if _asks_anywhere(kept, asks):
+        label = ".".join(str(step) for step in path)
+        note(f"{label} left as is: {reason}; {workloads.ADMISSION}")
+    return workloads.rewrite_except(doc, path, lambda d: rewrite_pod_specs(d, one))
+
+
+def _embedded_asks(doc: Obj, policy: Policy) -> list[tuple[str, str]]:
+    """Manifests inside strings (Argo resource templates) whose pods ask for devices."""
+    found = []
+    for place, text in workloads.embedded_manifests(doc):
+        domains = {m.resource.split("/", 1)[0] for m in policy.mappings}
+        if len(text) > 1 << 20 or not any(domain in text for domain in domains):
+            continue
+        try:
+            inner = [d for d in yamlio.load_all(text) if isinstance(d, dict)]
+        except (yaml.YAMLError, ValueError, RecursionError):
+            continue
+        asking = [d for d in inner if any(legacy_devices(spec, policy) for spec in pod_specs(d))]
+        if asking:
+            kinds = ", ".join(f"a {d.get('kind', 'resource')}" for d in asking)
+            found.append((place, kinds))
+    return found
+
+
+def _asks_anywhere(node: Any, asks: Callable[[Obj], list[str]]) -> bool:
+    """Whether a container of a pod spec in `node`, or resources outside any, ask for GPUs."""
+    if node is None:
+        return False
+    in_specs = any(asks(c) for spec in pod_specs(node) for _, _, c in containers(spec))
+    return in_specs or bool(singular_containers(node, asks))
 
 
 def _translate_spec(
@@ -170,6 +285,7 @@ def _translate_spec(
     catalog: Catalog,
     mode: Mode,
     result: Result,
+    classes: list[str],
 ) -> Obj:
     t = translate(spec, policy, catalog)
     result.notes.extend(where._replace(text=w) for w in t.warnings)
@@ -182,6 +298,9 @@ def _translate_spec(
         result.notes.append(where._replace(text=f"would {describe(spec, t)}"))
         return spec
     for tpl in t.templates:
+        for request in tpl["spec"]["spec"]["devices"]["requests"]:
+            if isinstance(name := request.get("exactly", {}).get("deviceClassName"), str):
+                classes.append(name)
         meta = tpl["metadata"]
         out = (
             tpl

@@ -67,26 +67,38 @@ _MANY = ("steps", "sidecars")
 _HOLDERS = frozenset({*_ONE, *_MANY, "containerSet"})
 
 
+# Keys under which custom resources hold the resources of containers they build, outside any
+# pod spec: KServe's predictor model and runtimes, NIMService, Slinky's NodeSets, Trainer's
+# TrainJob (resourcesPerNode) and Tekton's computeResources.
+_RESOURCES = ("resources", "resourcesPerNode", "computeResources")
+
+
 def singular_containers(
-    node: Any, asks: Callable[[Obj], list[str]], depth: int = 0
-) -> list[tuple[str, list[str]]]:
+    node: Any, asks: Callable[[Obj], list[str]], depth: int = 0, path: str = ""
+) -> list[tuple[str, list[str], bool]]:
     """Containers outside any pod spec, found by shape, that ask for resources (`asks` gives
-    them): (where, resources) for each, `where` naming the template that holds them. The
-    pods such templates become are built by a controller; gpu2dra sees them at admission."""
-    found: list[tuple[str, list[str]]] = []
+    them): (where, resources, held) for each. `where` names the template that holds them
+    (`held`), or the path of resources asked for outside any container. The pods these
+    become are built by a controller; gpu2dra sees them at admission."""
+    found: list[tuple[str, list[str], bool]] = []
     if depth > MAX_DEPTH:
         raise TooDeep
     if isinstance(node, list):
-        for item in node:
-            found.extend(singular_containers(item, asks, depth + 1))
+        for i, item in enumerate(node):
+            found.extend(singular_containers(item, asks, depth + 1, f"{path}[{i}]"))
         return found
     if not isinstance(node, dict) or is_pod_spec(node):
         return found
     if not _HOLDERS.isdisjoint(node):  # most nodes hold none: no work for them
-        found.extend(_held(node, asks))
+        found.extend((where, res, True) for where, res in _held(node, asks))
     for key, value in node.items():
-        if key not in _HOLDERS and isinstance(value, dict | list):
-            found.extend(singular_containers(value, asks, depth + 1))
+        if key in _HOLDERS or not isinstance(value, dict | list):
+            continue
+        here = f"{path}.{key}" if path else str(key)
+        if key in _RESOURCES and isinstance(value, dict) and (res := asks({"resources": value})):
+            found.append((here, res, False))
+        else:
+            found.extend(singular_containers(value, asks, depth + 1, here))
     return found
 
 

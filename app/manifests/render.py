@@ -15,11 +15,12 @@ from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Mode, Policy
 from app.manifests import yamlio
-from app.manifests.documents import Note, load_documents, translate_documents
+from app.manifests.documents import Note, Read, load_documents, translate_documents
 
 Output = Literal["yaml", "json"]
 PARALLEL_BYTES = 1 << 20  # below this, workers cost more than they save: docs/performance.md
 _MARKER = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)  # a document start
+_DEVICE_CLASS = re.compile(r"kind[\"']?\s*:\s*[\"']?DeviceClass\b")
 
 
 class Rendered(NamedTuple):
@@ -66,10 +67,12 @@ def translate_text(
 
 def _pieces(text: str, count: int) -> list[str]:
     """`text` cut into about `count` streams of whole documents. Directives (%YAML, %TAG)
-    belong to the document after them and anchors may be used across documents: such a
-    stream (or JSON) stays whole."""
+    belong to the document after them and anchors may be used across documents, and a
+    DeviceClass serves them all: such a stream (or JSON) stays whole."""
     if text.lstrip().startswith(("{", "[", "%")) or "\n%" in text or "&" in text:
         return [text]
+    if _DEVICE_CLASS.search(text):
+        return [text]  # a DeviceClass joins the catalog of every document
     cuts = [0]
     for i in range(1, count):
         marker = _MARKER.search(text, max(cuts[-1] + 1, len(text) * i // count))
@@ -83,11 +86,13 @@ def _pieces(text: str, count: int) -> list[str]:
 def _piece(
     text: str, policy: Policy, catalog: Catalog, namespace: str | None, mode: Mode, output: Output
 ) -> _Piece:
-    result = translate_documents(load_documents(text), policy, catalog, namespace, mode)
+    read: list[Read] = []
+    docs = load_documents(text, read if output == "yaml" else None)
+    result = translate_documents(docs, policy, catalog, namespace, mode)
     if output == "json":
         body = b",".join(orjson.dumps(doc) for doc in result.documents)
     else:
-        body = yamlio.dump_all(result.documents).encode()
+        body = yamlio.dump_all(result.documents, read).encode()
     return _Piece(result.numbered, body, result.templates, result.notes)
 
 

@@ -19,6 +19,9 @@ import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
+from app.manifests import comments
+from app.manifests.comments import Notes, Path, Source
+
 MAX_ALIASES = 100  # real manifests use a few anchors; "billion laughs" bombs use thousands
 # Nodes aliases may add to a stream beyond its own size: even 100 aliases, each doubling the
 # one before, would stand for 2**100 nodes.
@@ -152,20 +155,27 @@ class _FastLoader(_CParser):  # type: ignore[misc,valid-type]
         raise _NotSimple
 
 
-def load_all(text: str) -> Iterable[Any]:
+def load_all(text: str, found: list[Source | None] | None = None) -> Iterable[Any]:
     """The documents of a YAML stream, one at a time, as PyYAML's SafeLoader reads them.
-    Raises yaml.YAMLError, or TooComplex for alias bombs."""
+    Raises yaml.YAMLError, or TooComplex for alias bombs. With `found`, the Source of each
+    document is appended to it once the stream is read (None where it cannot be told)."""
     # Without an anchor there can be no alias (and no bomb): every node is a tree.
     if "&" in text:
         _check_nesting(text)
         loader = _Loader(text)
     else:
         loader = _FastLoader(text)
+    keep = found is not None and comments.usable(text)
+    starts: list[int] = []
     try:
         while loader.check_node():
-            yield loader.construct_document(loader.get_node())
+            node = loader.get_node()
+            starts.append(node.start_mark.line if node is not None else 0)
+            yield loader.construct_document(node)
     finally:
         loader.dispose()
+    if found is not None:
+        found.extend(comments.sources(text, starts) if keep else [None] * len(starts))
 
 
 def _check_nesting(text: str) -> None:
@@ -238,55 +248,137 @@ def _scalar(value: Any) -> str:
     raise _NotSimple  # floats, dates, binary: PyYAML's representers
 
 
-def _mapping(node: dict[Any, Any], indent: str, out: list[str], inline: bool) -> None:
+def _mapping(
+    node: dict[Any, Any],
+    indent: str,
+    out: list[str],
+    inline: bool,
+    notes: Notes | None = None,
+    path: Path = (),
+) -> None:
     for key, value in node.items():
+        if key.__class__ is not str:
+            raise _NotSimple
+        here = (*path, key) if notes is not None else path
         if inline:
             inline = False  # the first key goes on the line of its "- "
         else:
+            if notes is not None:
+                _before(notes, here, indent, out)
             out.append(indent)
-        if key.__class__ is not str:
-            raise _NotSimple
         out.append(_string(key, True))
         if value and value.__class__ is dict:
-            out.append(":\n")
-            _mapping(value, indent + "  ", out, False)
+            out.append(":")
+            _after(notes, here, out)
+            _mapping(value, indent + "  ", out, False, notes, here)
         elif value and value.__class__ is list:
-            out.append(":\n")
-            _sequence(value, indent, out, False)  # PyYAML does not indent lists in mappings
+            out.append(":")
+            _after(notes, here, out)
+            # PyYAML does not indent lists in mappings; the input may have
+            inner = indent + "  " if notes is not None and notes.indented_lists else indent
+            _sequence(value, inner, out, False, notes, here)
+        elif notes is not None and (block := _literal(value, indent + "  ")) is not None:
+            out.append(": ")
+            out.append(block[0])
+            _after(notes, here, out)
+            out.append(block[1])
         else:
             out.append(": ")
             out.append(_scalar(value))
-            out.append("\n")
+            _after(notes, here, out)
 
 
-def _sequence(node: list[Any], indent: str, out: list[str], inline: bool) -> None:
-    for item in node:
+def _sequence(
+    node: list[Any],
+    indent: str,
+    out: list[str],
+    inline: bool,
+    notes: Notes | None = None,
+    path: Path = (),
+) -> None:
+    for i, item in enumerate(node):
+        here = (*path, i) if notes is not None else path
         if inline:
             inline = False
         else:
+            if notes is not None:
+                _before(notes, here, indent, out)
             out.append(indent)
         out.append("- ")
         if item and item.__class__ is dict:
-            _mapping(item, indent + "  ", out, True)
+            _mapping(item, indent + "  ", out, True, notes, here)
         elif item and item.__class__ is list:
-            _sequence(item, indent + "  ", out, True)
+            _sequence(item, indent + "  ", out, True, notes, here)
+        elif notes is not None and (block := _literal(item, indent + "  ")) is not None:
+            out.append(block[0])
+            _after(notes, here, out)
+            out.append(block[1])
         else:
             out.append(_scalar(item))
-            out.append("\n")
+            _after(notes, here, out)
 
 
-def dump(document: Any) -> str:
-    """One document as PyYAML writes it (block style, keys in order, no aliases)."""
+# What a literal block scalar holds as written: printable text, tabs and line breaks.
+_LITERAL = re.compile(r"[\t\n\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]*").fullmatch
+
+
+def _literal(value: Any, indent: str) -> tuple[str, str] | None:
+    """A multi-line string as a literal block (`|`, `|-`, `|+`): its indicator and its lines,
+    as the input most likely wrote it; None for a string a block cannot hold as it is."""
+    if value.__class__ is not str or "\n" not in value or not _LITERAL(value):
+        return None
+    lines = value.split("\n")
+    if lines[0][:1] in (" ", "\t") or any(line and not line.strip() for line in lines):
+        return None  # leading or whitespace-only lines would change the indentation read
+    if value.endswith("\n\n"):
+        indicator, lines = "|+", lines[:-1]
+    elif value.endswith("\n"):
+        indicator, lines = "|", lines[:-1]
+    else:
+        indicator = "|-"
+    return indicator, "".join(f"{indent}{line}\n" if line else "\n" for line in lines)
+
+
+def _before(notes: Notes, path: Path, indent: str, out: list[str]) -> None:
+    for line in notes.before.get(path, ()):
+        out.append(f"{indent}{line}\n" if line else "\n")
+
+
+def _after(notes: Notes | None, path: Path, out: list[str]) -> None:
+    if notes is not None and (comment := notes.after.get(path)):
+        out.append(comment)
+    out.append("\n")
+
+
+def dump(document: Any, source: Source | None = None) -> str:
+    """One document as PyYAML writes it (block style, keys in order, no aliases); with the
+    `source` it was read from, its comments and list indentation kept (comments.py)."""
+    notes = source.notes() if source is not None else None
+    head = "".join(line + "\n" for line in notes.head) if notes is not None else ""
+    tail = "".join(line + "\n" for line in notes.tail) if notes is not None else ""
     if document and document.__class__ is dict:
-        out: list[str] = []
+        out: list[str] = [head]
         try:
-            _mapping(document, "", out, False)
+            _mapping(document, "", out, False, notes)
+            out.append(tail)
             return "".join(out)
         except _NotSimple:
             pass
-    return _pyyaml(document)
+    return head + _pyyaml(document) + tail
 
 
-def dump_all(documents: Iterable[Any]) -> str:
-    """A YAML stream of `documents`, separated by `---`."""
-    return "---\n".join(dump(document) for document in documents)
+def dump_all(
+    documents: Iterable[Any],
+    read: Iterable[tuple[Any, Source | None]] | None = None,
+) -> str:
+    """A YAML stream of `documents`, separated by `---`. With `read`, the (document, Source)
+    each came from, in order: a document that is the one read is written as it was read."""
+    if read is None:
+        return "---\n".join(dump(document) for document in documents)
+    out = []
+    for document, (original, source) in zip(documents, read, strict=True):
+        if source is not None and document is original and source.text:
+            out.append(source.text)
+        else:
+            out.append(dump(document, source))
+    return "---\n".join(out)

@@ -131,6 +131,27 @@ def _outcome(text: str, jobs: int) -> Any:
         return str(err)
 
 
+@FUZZ
+@given(body=manifests(), comments=st.lists(st.sampled_from(["# c", "  # c", "", "#"]), max_size=4))
+def test_the_yaml_output_holds_what_the_json_output_does(body: bytes, comments: list[str]) -> None:
+    """Written back as read, or anew with the input's comments, the YAML output reads as the
+    same documents the JSON output holds."""
+    lines = body.decode("utf-8", "replace").split("\n")
+    for i, comment in enumerate(comments):
+        lines.insert((i * 7) % (len(lines) + 1), comment)
+    text = "\n".join(lines)
+    policy = load_policy(CORPUS_POLICY)
+    catalog = Catalog.of(policy.device_classes)
+    try:
+        as_json = orjson.loads(translate_text(text, policy, catalog, "ml", "enabled", "json").body)
+        as_yaml = translate_text(text, policy, catalog, "ml", "enabled", "yaml").body
+    except ManifestError:
+        return
+    read = [d for d in yaml.safe_load_all(as_yaml) if d is not None]
+    # as JSON writes them: NaN as null, timestamps as text
+    assert orjson.loads(orjson.dumps(read)) == as_json["documents"] + as_json["templates"]
+
+
 @settings(FUZZ, max_examples=40)
 @given(streams=st.lists(manifests(), min_size=2, max_size=4))
 def test_streams_cut_into_pieces_translate_as_one(streams: list[bytes]) -> None:

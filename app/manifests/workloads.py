@@ -1,0 +1,244 @@
+"""What the controllers of custom resources read from them, and so what offline translation may
+change in them (docs/concepts/workloads.md names the source each rule rests on).
+
+At admission gpu2dra sees pods, after their controller read its custom resource; offline it
+rewrites the custom resource itself. Where a controller reads the GPU count from the resource,
+the translation either keeps what it reads (KubeRay's `rayStartParams.num-gpus`) or leaves the
+resource as it is, with a note that its pods are translated at admission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from app.core.kube import Obj
+from app.core.resources import parse_count
+
+Path = tuple[str | int, ...]
+
+ADMISSION = "its pods are translated at admission (in a namespace where gpu2dra is enabled)"
+
+# API group -> why its documents are left as they are.
+_LEFT = {
+    "serving.knative.dev": (
+        "Knative Serving accepts no resourceClaims or resources.claims in its pod specs (its "
+        "field masks drop them)"
+    ),
+    "serving.kserve.io": (
+        "KServe builds Knative Revisions (Knative mode) or Deployments from it, merging its "
+        "model and runtime containers, and the mode may come from the cluster's configuration"
+    ),
+    "trainer.kubeflow.org": (
+        "Kubeflow Trainer derives processes per node (and the torchtune recipe) from the GPU "
+        "count of the trainer's `node` container or TrainJob.spec.trainer.resourcesPerNode"
+    ),
+}
+
+# Pod templates a controller reads a GPU count from, left where the rest is translated.
+_KEPT: dict[tuple[str, str], tuple[Path, str]] = {
+    ("kubeflow.org", "MPIJob"): (
+        ("spec", "mpiReplicaSpecs", "Launcher"),
+        "the MPI operator reads the launcher's GPU limit (isGPULauncher) to put it in the "
+        "hostfile and to hide the GPUs from a launcher that asks for none",
+    ),
+}
+
+# KubeRay: where each kind holds its RayClusterSpec.
+_RAY = {"RayCluster": ("spec",), "RayJob": ("spec", "rayClusterSpec")}
+_RAY["RayService"] = ("spec", "rayClusterConfig")
+
+# Kinds whose controllers copy their pod templates into pods as written, read no GPU count
+# from them, and validate them as Kubernetes pod specs: translated without a note.
+_KNOWN = {
+    "": {"Pod", "PodTemplate", "ReplicationController", "List"},
+    "apps": {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"},
+    "batch": {"Job", "CronJob"},
+    "jobset.x-k8s.io": {"JobSet"},
+    "leaderworkerset.x-k8s.io": {"LeaderWorkerSet"},
+    "kubeflow.org": {"PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob"},
+    "batch.volcano.sh": {"Job"},
+    "ray.io": set(_RAY),
+    "argoproj.io": {"Rollout"},
+}
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def group_of(doc: Obj) -> str:
+    api = doc.get("apiVersion")
+    return api.rpartition("/")[0] if isinstance(api, str) else ""
+
+
+def left_alone(doc: Obj) -> str | None:
+    """Why the whole document is left as it is, or None."""
+    return _LEFT.get(group_of(doc))
+
+
+def kept(doc: Obj) -> tuple[Path, str] | None:
+    """A pod template left as it is in a document otherwise translated, and why."""
+    kind = doc.get("kind")
+    return _KEPT.get((group_of(doc), kind)) if isinstance(kind, str) else None
+
+
+def known(doc: Obj) -> bool:
+    """Whether a rule knows the kind (by its kind alone where the document has no apiVersion)."""
+    kind = doc.get("kind")
+    if "apiVersion" not in doc:
+        return any(kind in kinds for kinds in _KNOWN.values())
+    return kind in _KNOWN.get(group_of(doc), ())
+
+
+def at(node: Any, path: Path) -> Any:
+    for step in path:
+        if isinstance(step, str) and isinstance(node, dict):
+            node = node.get(step)
+        elif isinstance(step, int) and isinstance(node, list) and step < len(node):
+            node = node[step]
+        else:
+            return None
+    return node
+
+
+def put(node: Any, path: Path, value: Any) -> Any:
+    """`node` with `value` at `path` (which exists, but perhaps for its last key), copied
+    along it."""
+    if not path:
+        return value
+    step, rest = path[0], path[1:]
+    if isinstance(node, dict):
+        return {**node, step: put(node.get(step), rest, value)}
+    copy = list(node)
+    assert isinstance(step, int)
+    copy[step] = put(node[step], rest, value)
+    return copy
+
+
+def rewrite_except(doc: Obj, path: Path, rewrite: Callable[[Obj], Obj]) -> Obj:
+    """`rewrite(doc)` with what is at `path` kept as it was."""
+    held = at(doc, path)
+    if held is None:
+        return rewrite(doc)
+    hole = put(doc, path, None)
+    out = rewrite(hole)
+    return doc if out is hole else put(out, path, held)
+
+
+# KubeRay counts as GPUs the resources named so (ray-operator/controllers/ray/utils/resources.go).
+def _ray_gpu(name: str) -> bool:
+    if name.endswith("gpu"):
+        return True
+    head, _, tail = name.partition("nvidia.com/mig-")
+    return not head and tail.endswith("gb") and "g." in tail
+
+
+def _groups(spec: Any) -> Iterator[tuple[str, Path]]:
+    if isinstance(spec, dict):
+        if isinstance(spec.get("headGroupSpec"), dict):
+            yield "headGroupSpec", ("headGroupSpec",)
+        workers = spec.get("workerGroupSpecs")
+        for i, group in enumerate(workers if isinstance(workers, list) else []):
+            if isinstance(group, dict):
+                name = group.get("groupName")
+                label = f"workerGroupSpecs[{i}]" + (f" ({name})" if isinstance(name, str) else "")
+                yield label, ("workerGroupSpecs", i)
+
+
+def _limits(group: Any) -> dict[str, Any]:
+    limits = at(group, ("template", "spec", "containers", 0, "resources", "limits"))
+    return limits if isinstance(limits, dict) else {}
+
+
+def keep_ray_gpus(doc: Obj, translated: Obj, note: Callable[[str], None]) -> Obj:
+    """KubeRay starts Ray with `--num-gpus` from the Ray container's (the first's) GPU limit
+    unless `rayStartParams.num-gpus` is set, and its autoscaler reads the same: where the
+    translation removed that limit, the count goes to `rayStartParams.num-gpus`."""
+    kind = doc.get("kind")
+    where = _RAY.get(kind) if isinstance(kind, str) and group_of(doc) == "ray.io" else None
+    if where is None or translated is doc:
+        return translated
+    out = translated
+    for label, path in _groups(at(doc, where)):
+        full = (*where, *path)
+        before, after = at(doc, full), at(out, full)
+        if before is after:
+            continue
+        gone = [k for k in sorted(_limits(before)) if _ray_gpu(k) and k not in _limits(after)]
+        counts = [parse_count(_limits(before)[k]) for k in gone]
+        count = next((c for c in counts if c), None)
+        if count is None:
+            continue
+        params = after.get("rayStartParams")
+        params = params if isinstance(params, dict) else {}
+        if "num-gpus" in params:
+            if str(params["num-gpus"]) != str(count):
+                note(
+                    f"{label}: rayStartParams.num-gpus is {params['num-gpus']!r} but the Ray "
+                    f"container asked for {count} GPUs; Ray is started with num-gpus as set"
+                )
+            continue
+        out = put(out, (*full, "rayStartParams"), {**params, "num-gpus": str(count)})
+        note(
+            f"{label}: rayStartParams.num-gpus set to {count!r}, the GPUs its Ray container "
+            "asked for: KubeRay and the Ray autoscaler read the count from there once the "
+            "limit is a claim"
+        )
+    return out
+
+
+def queue_notes(doc: Obj, translated: Obj, specs: list[Obj], classes: list[str]) -> list[str]:
+    """What queues that count GPUs need once the pods ask for claims instead."""
+    named = ", ".join(classes) or "the DeviceClasses of the claims"
+    notes = []
+    if _labelled(translated, QUEUE_LABEL, 0):
+        notes.append(
+            "queued by Kueue (kueue.x-k8s.io/queue-name): its quota counts these GPUs as DRA "
+            "claims only with the KueueDRAIntegration feature gate on and "
+            f"resources.deviceClassMappings in its configuration mapping DeviceClass {named} "
+            "to a resource the ClusterQueues give quota for; nvidia.com/gpu quota no longer "
+            "counts them"
+        )
+    volcano = group_of(doc) == "batch.volcano.sh" or any(
+        s.get("schedulerName") == "volcano" for s in specs
+    )
+    if volcano:
+        keys = ", ".join(f"deviceclass/{c}" for c in classes) or "deviceclass/<class>"
+        notes.append(
+            "scheduled by Volcano: its capacity plugin counts these GPUs as DRA claims only "
+            "with capacity.DynamicResourceAllocationEnable set and queue capability, deserved "
+            f"and guarantee keys {keys}; nvidia.com/gpu in queue quotas no longer counts them"
+        )
+    return notes
+
+
+def _labelled(node: Any, key: str, depth: int) -> bool:
+    """Whether `node` or an object in it (a pod template) has label or annotation `key`."""
+    if depth > 32 or not isinstance(node, dict | list):
+        return False
+    if isinstance(node, list):
+        return any(_labelled(v, key, depth + 1) for v in node)
+    meta = node.get("metadata")
+    if isinstance(meta, dict):
+        for field in ("labels", "annotations"):
+            if isinstance(meta.get(field), dict) and key in meta[field]:
+                return True
+    return any(_labelled(v, key, depth + 1) for k, v in node.items() if k != "metadata")
+
+
+def embedded_manifests(node: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, str]]:
+    """Manifests held as strings (Argo's resource templates: `resource.manifest`): where each
+    is, and its text. gpu2dra does not rewrite inside strings."""
+    if depth > 64:
+        return
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from embedded_manifests(item, f"{path}[{i}]", depth + 1)
+    elif isinstance(node, dict):
+        held = node.get("resource")
+        if isinstance(held, dict) and isinstance(held.get("manifest"), str):
+            name = node.get("name")
+            here = f"template {name!r}" if isinstance(name, str) else f"{path}.resource"
+            yield here, held["manifest"]
+        for key, value in node.items():
+            if isinstance(value, dict | list):
+                yield from embedded_manifests(value, f"{path}.{key}" if path else key, depth + 1)
