@@ -166,6 +166,23 @@ def test_idempotent(spec: Obj, setup: tuple[Policy, Catalog]) -> None:
 
 
 @property_test
+def test_a_pod_is_translated_whole(spec: Obj, setup: tuple[Policy, Catalog]) -> None:
+    """A translated pod asks the device plugin for nothing of a mapped vendor: no container
+    keeps a legacy GPU request, or another resource of that vendor's domain, beside claims."""
+    policy = setup[0]
+    result = translate(spec, *setup)
+    if not result.changed:
+        return
+    for where, container in _containers(result.spec):
+        resources = container.get("resources")
+        for key in ("limits", "requests"):
+            kept = resources.get(key) if isinstance(resources, dict) else None
+            for resource in kept if isinstance(kept, dict) else ():
+                domain = str(resource).split("/", 1)[0]
+                assert domain not in policy.vendor_domains, (where, resource, result.warnings)
+
+
+@property_test
 def test_device_counts_are_preserved(spec: Obj, setup: tuple[Policy, Catalog]) -> None:
     policy = setup[0]
     result = translate(spec, *setup)
