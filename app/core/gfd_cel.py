@@ -2,7 +2,7 @@
 
 GFD labels a node with facts about its GPUs; the NVIDIA DRA driver publishes many of the same
 facts as device attributes and capacities. Only a label whose value the driver publishes
-exactly is turned into CEL; anything else stays a node term.
+exactly is turned into CEL; for anything else gfd.py leaves the pod as it is (fail closed).
 
 Every selector that reads a capacity or a version attribute checks first that the device has
 it (`'memory' in device.capacity[...] && ...`): the driver leaves `memory` out when NVML does
@@ -77,14 +77,14 @@ MIG_INFIX = "-MIG-"
 SHARED_SUFFIX = "-SHARED"
 
 
-def _quote(text: str) -> str:
+def quote_cel(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _one_of(expr: str, values: Sequence[str]) -> str:
     if len(values) == 1:
-        return f"{expr} == {_quote(values[0])}"
-    return f"{expr} in [{', '.join(_quote(v) for v in values)}]"
+        return f"{expr} == {quote_cel(values[0])}"
+    return f"{expr} in [{', '.join(quote_cel(v) for v in values)}]"
 
 
 def model_of(value: str) -> str:

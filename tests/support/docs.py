@@ -124,6 +124,18 @@ FIELDS = {
     "migSingle": "The pattern mapping that MIG single-strategy pods (`nvidia.com/gpu` on a "
     "node whose GFD product is `<model>-MIG-<profile>`) are translated with; `none` leaves "
     "such pods alone.",
+    "draSchedulers": "The schedulers known to allocate DRA claims: a GPU pod whose "
+    "`spec.schedulerName` is another one is left as it is, with a warning (an unset "
+    "`schedulerName` is `default-scheduler`). See [fail closed](../concepts/translation.md"
+    "#fail-closed).",
+    "ignoreKeys": "Pod annotations, node labels (in `nodeSelector` and required node "
+    "affinity) and extended resources in a GPU vendor's domain (`nvidia.com`, `hami.io`, "
+    "the mapped resources' domains and their subdomains) that leave no pod untranslated: "
+    "exact keys, or prefixes ending in `*` (`hami.io/*`). An ignored annotation is not "
+    "read (HAMi's `nvidia.com/use-gputype` becomes no selector), an ignored label stays a "
+    "node term, an ignored resource stays in its container. Only for keys the cluster knows "
+    "pick no GPU; a key outside those domains is an error. See [fail closed]"
+    "(../concepts/translation.md#fail-closed).",
 }
 MAPPING_FIELDS = {
     "deviceClassName": (
@@ -183,6 +195,8 @@ def _values(key: str) -> str:
         "skipNamespaces": "list of namespace names",
         "deviceClasses": "list of DeviceClass names",
         "mappings": "map of resource name to [mapping](#mappings)",
+        "draSchedulers": "non-empty list of scheduler names",
+        "ignoreKeys": "list of keys (`domain/name`) or prefixes ending in `*`",
     }[key]
 
 
