@@ -46,14 +46,16 @@ class NodeSelection(NamedTuple):
 
     selectors: dict[NodeLabels, tuple[str, ...]]
     spec_changes: dict[str, Any]  # spec field -> new value, or REMOVE
-    warnings: tuple[str, ...]
+    # Node terms on watched labels (a GPU vendor's domain) that no device selector says:
+    # they can pick the pod's GPUs, so the pod is left as it is.
+    untranslated: tuple[str, ...] = ()
     # GFD node terms the apiserver rejects: moving them into device selectors would turn a
     # pod it rejects into one it admits, so the pod is better left as it is
     invalid: tuple[str, ...] = ()
 
 
 REMOVE: Any = object()  # a spec_changes value: delete the field
-NO_SELECTION = NodeSelection({}, {}, ())
+NO_SELECTION = NodeSelection({}, {})
 
 
 class RequiredAffinity(NamedTuple):
@@ -92,14 +94,24 @@ def _requirements_of_term(term: Obj) -> list[Requirement] | None:
     return reqs
 
 
+def _term(req: Requirement) -> str:
+    key, op, values = req
+    return f"{key} ({op} {','.join(values)})" if values else f"{key} ({op})"
+
+
 def select_devices(
-    spec: Obj, kinds: Sequence[NodeLabels], keep_node_terms: bool, slice_memory: bool = False
+    spec: Obj,
+    kinds: Sequence[NodeLabels],
+    keep_node_terms: bool,
+    watched: Callable[[str], bool],
+    slice_memory: bool = False,
 ) -> NodeSelection:
     """Translate GFD terms of `spec` for requests of `kinds`; a term is dropped from the node
     side only when every kind could express it (a MIG device has no whole-GPU memory, but on
-    a MIG single-strategy node, `slice_memory`, gpu.memory is the MIG device's)."""
+    a MIG single-strategy node, `slice_memory`, gpu.memory is the MIG device's). A term on a
+    `watched` label that is not translated is named in `untranslated`."""
     selectors: dict[NodeLabels, list[str]] = {k: [] for k in _ALL_KINDS}
-    warnings: list[str] = []
+    untranslated: list[str] = []
     invalid: list[str] = []
     changes: dict[str, Any] = {}
 
@@ -113,40 +125,52 @@ def select_devices(
             return False
         cels = {k: requirement_cel(key, op, values, k, slice_memory) for k in kinds}
         if any(c is None for c in cels.values()):
-            if is_gfd_label(req[0]):
-                warnings.append(
-                    f"node label {req[0]} ({req[1]} {','.join(req[2])}) has no exact device "
-                    "attribute and stays a node term: DRA nodes need not carry GFD labels"
-                )
             return False
         for k, cel in cels.items():
             if cel:
                 selectors[k].append(cel)
         return True
 
+    def settle(req: Requirement) -> bool:
+        """Whether the requirement became device selectors; if not, and its label is
+        watched, it is named."""
+        if is_gfd_label(req[0]) and take(req):
+            return True
+        if watched(req[0]):
+            untranslated.append(_term(req))
+        return False
+
+    def settle_entry(key: str, value: Any) -> bool:
+        if isinstance(value, str):
+            return settle((key, "In", [value]))
+        if watched(key):
+            untranslated.append(f"{key} (a value that is not a string)")
+        return False
+
     node_selector = spec.get("nodeSelector")
-    if isinstance(node_selector, dict) and any(is_gfd_label(k) for k in node_selector):
-        kept = {
-            k: v
-            for k, v in node_selector.items()
-            if not (is_gfd_label(k) and isinstance(v, str) and take((k, "In", [v])))
-        }
+    if isinstance(node_selector, dict) and any(
+        is_gfd_label(k) or watched(k) for k in node_selector
+    ):
+        kept = {k: v for k, v in node_selector.items() if not settle_entry(k, v)}
         if len(kept) != len(node_selector) and not keep_node_terms:
             changes["nodeSelector"] = kept or REMOVE
 
-    affinity = _translate_affinity(spec.get("affinity"), take, warnings)
+    affinity = _translate_affinity(spec.get("affinity"), settle, watched, untranslated)
     if affinity is not None and not keep_node_terms:
         changes["affinity"] = affinity
     return NodeSelection(
         selectors={k: tuple(v) for k, v in selectors.items()},
         spec_changes=changes,
-        warnings=tuple(warnings),
+        untranslated=tuple(untranslated),
         invalid=tuple(invalid),
     )
 
 
 def _translate_affinity(
-    affinity: Any, take: Callable[[Requirement], bool], warnings: list[str]
+    affinity: Any,
+    settle: Callable[[Requirement], bool],
+    watched: Callable[[str], bool],
+    untranslated: list[str],
 ) -> Any:
     """The new affinity (or REMOVE) after taking GFD terms, None when nothing was taken."""
     found = required_affinity(affinity)
@@ -154,21 +178,21 @@ def _translate_affinity(
         return None
     node_affinity, required, terms = found
     parsed = [_requirements_of_term(t) if isinstance(t, dict) else None for t in terms]
-    if not any(r and any(is_gfd_label(q[0]) for q in r) for r in parsed):
+    if not any(r and any(is_gfd_label(q[0]) or watched(q[0]) for q in r) for r in parsed):
         return None
     if len(terms) != 1 or parsed[0] is None:
         # Terms are ORed: one device selector cannot say "this product on those nodes, or
         # that product on these".
-        warnings.append(
-            "required node affinity with several terms on GFD labels is not translated; "
-            "it stays a node term"
+        untranslated.extend(
+            f"{_term(q)} in one of {len(terms)} ORed node affinity terms"
+            for r in parsed
+            for q in r or ()
+            if watched(q[0])
         )
         return None
     term, reqs = terms[0], parsed[0]
     keep = [
-        e
-        for e, r in zip(term.get("matchExpressions") or [], reqs, strict=True)
-        if not (is_gfd_label(r[0]) and take(r))
+        e for e, r in zip(term.get("matchExpressions") or [], reqs, strict=True) if not settle(r)
     ]
     if len(keep) == len(reqs):
         return None

@@ -2,7 +2,7 @@
 
 GFD labels a node with facts about its GPUs; the NVIDIA DRA driver publishes many of the same
 facts as device attributes and capacities. Only a label whose value the driver publishes
-exactly is turned into CEL; anything else stays a node term.
+exactly is turned into CEL; for anything else gfd.py leaves the pod as it is (fail closed).
 
 Every selector that reads a capacity or a version attribute checks first that the device has
 it (`'memory' in device.capacity[...] && ...`): the driver leaves `memory` out when NVML does
@@ -22,6 +22,8 @@ FAMILY = "nvidia.com/gpu.family"
 MEMORY = "nvidia.com/gpu.memory"
 REPLICAS = "nvidia.com/gpu.replicas"
 SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"
+# The GPU Operator's label of every node with an NVIDIA GPU (its NFD rule), DRA nodes too.
+PRESENT = "nvidia.com/gpu.present"
 
 _DOMAIN = "gpu.nvidia.com"
 _ATTR = f"device.attributes['{_DOMAIN}']"
@@ -77,14 +79,14 @@ MIG_INFIX = "-MIG-"
 SHARED_SUFFIX = "-SHARED"
 
 
-def _quote(text: str) -> str:
+def quote_cel(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _one_of(expr: str, values: Sequence[str]) -> str:
     if len(values) == 1:
-        return f"{expr} == {_quote(values[0])}"
-    return f"{expr} in [{', '.join(_quote(v) for v in values)}]"
+        return f"{expr} == {quote_cel(values[0])}"
+    return f"{expr} in [{', '.join(quote_cel(v) for v in values)}]"
 
 
 def model_of(value: str) -> str:
@@ -175,6 +177,8 @@ def _cel(key: str, op: str, values: tuple[str, ...], kind: NodeLabels, slice_mem
         # Whether the pod wanted shared GPUs was decided before: it is left as it is, or its
         # claims carry the driver's sharing config. A DRA device is no replica of anything.
         return ""
+    if key == PRESENT and (op == "Exists" or (op == "In" and values == ("true",))):
+        return ""  # a request for a GPU device implies a node that has one
     if op == "Exists" and key in _ALWAYS:
         return ""  # every GPU node has these labels; the device request already implies it
     if op in ("Gt", "Lt"):

@@ -24,6 +24,10 @@ InTree = Literal["defer", "translate"]
 Preempting = Literal["leave", "translate"]
 
 MODE_LABEL = "gpu2dra.io/migration"
+# Domains whose pod annotations and node labels a GPU scheduler or the device plugin reads,
+# besides the mapped resources' own: NVIDIA's (GFD labels, HAMi's nvidia.com/use-gputype)
+# and HAMi's (hami.io/gpu-scheduler-policy, ...). Subdomains count as the domain.
+WATCHED_DOMAINS = frozenset({"nvidia.com", "hami.io"})
 SKIP_ANNOTATION = "gpu2dra.io/skip"
 MODES: tuple[Mode, ...] = get_args(Mode)
 
@@ -60,6 +64,13 @@ migSingle: nvidia.com/mig-*
 # scheduler does not preempt for DRA claims on Kubernetes 1.34-1.37 (KEP-5690), so leave keeps
 # them on the device plugin, where they still preempt; translate moves them and says so.
 preemptingPods: leave
+# The schedulers that allocate DRA claims: a GPU pod whose spec.schedulerName is another one
+# is left as it is (unset is default-scheduler).
+draSchedulers: [default-scheduler]
+# Annotations, node labels and extended resources in a GPU vendor's domain (nvidia.com,
+# hami.io, the mapped resources' domains) that leave a pod untranslated unless listed here:
+# exact keys, or prefixes ending in `*`. Only for keys the cluster knows change no GPU.
+ignoreKeys: []
 """
 
 
@@ -100,6 +111,10 @@ class Policy:
     # The pattern mapping MIG single-strategy pods are translated with; None leaves them.
     mig_single: ResourceMapping | None = None
     preempting_pods: Preempting = "leave"
+    # The schedulers known to allocate DRA claims (spec.schedulerName; unset is the default).
+    dra_schedulers: frozenset[str] = frozenset({"default-scheduler"})
+    # Keys in a watched domain that leave no pod: exact, or prefixes ending in `*`.
+    ignore_keys: tuple[str, ...] = ()
     _exact: dict[str, ResourceMapping] = field(init=False, repr=False, compare=False)
     _prefixes: tuple[tuple[str, ResourceMapping], ...] = field(
         init=False, repr=False, compare=False
@@ -108,6 +123,11 @@ class Policy:
     # The domains of the mapped resources (nvidia.com): an unmapped resource of one of them
     # is the vendor's, and asks for something no mapping translates.
     vendor_domains: frozenset[str] = field(init=False, repr=False, compare=False)
+    # Those and WATCHED_DOMAINS: where a pod annotation or node label gpu2dra does not
+    # understand leaves the pod untranslated.
+    watched_domains: frozenset[str] = field(init=False, repr=False, compare=False)
+    _ignored: frozenset[str] = field(init=False, repr=False, compare=False)
+    _ignored_prefixes: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         exact = {m.resource: m for m in self.mappings if not m.is_pattern}
@@ -120,6 +140,29 @@ class Policy:
         object.__setattr__(self, "_any_prefix", tuple(m.resource[:-1] for m in prefixes))
         domains = frozenset(m.resource.split("/", 1)[0] for m in self.mappings)
         object.__setattr__(self, "vendor_domains", domains)
+        object.__setattr__(self, "watched_domains", domains | WATCHED_DOMAINS)
+        ignored = frozenset(k for k in self.ignore_keys if not k.endswith("*"))
+        object.__setattr__(self, "_ignored", ignored)
+        ignored_prefixes = tuple(k[:-1] for k in self.ignore_keys if k.endswith("*"))
+        object.__setattr__(self, "_ignored_prefixes", ignored_prefixes)
+
+    def watches(self, key: str) -> bool:
+        """Whether `key` (an annotation, a node label, a resource) is in a watched domain and
+        not ignored: gpu2dra must understand it, or leave the pod."""
+        return self.in_watched_domain(key) and not self.ignores(key)
+
+    def in_watched_domain(self, key: str) -> bool:
+        domain, slash, _ = key.partition("/")
+        return bool(slash) and (
+            domain in self.watched_domains
+            or any(domain.endswith("." + d) for d in self.watched_domains)
+        )
+
+    def ignores(self, key: str) -> bool:
+        """Whether the policy's ignoreKeys names `key`."""
+        return key in self._ignored or (
+            bool(self._ignored_prefixes) and key.startswith(self._ignored_prefixes)
+        )
 
     def mapping_for(self, resource: str) -> tuple[ResourceMapping, str] | None:
         """The mapping for `resource` and the text its `*` captured ("" for exact names)."""
@@ -228,6 +271,8 @@ KEYS = {
     "mappings",
     "migSingle",
     "preemptingPods",
+    "draSchedulers",
+    "ignoreKeys",
 }
 
 
@@ -254,7 +299,7 @@ def parse_policy(raw: Any) -> Policy:
         "must be a list of DeviceClass names",
     )
     parsed = tuple(_mapping(k, v) for k, v in mappings.items())
-    return Policy(
+    found = Policy(
         mappings=parsed,
         default_mode=_choice(raw, "defaultMode", MODES),  # type: ignore[arg-type]
         on_error=_choice(raw, "onError", get_args(OnError)),  # type: ignore[arg-type]
@@ -263,7 +308,42 @@ def parse_policy(raw: Any) -> Policy:
         device_classes=tuple(classes),
         mig_single=_mig_single(raw.get("migSingle", DEFAULT["migSingle"]), parsed),
         preempting_pods=_choice(raw, "preemptingPods", get_args(Preempting)),  # type: ignore[arg-type]
+        dra_schedulers=_dra_schedulers(raw.get("draSchedulers", DEFAULT["draSchedulers"])),
+        ignore_keys=_ignore_keys(raw.get("ignoreKeys", DEFAULT["ignoreKeys"])),
     )
+    for key in found.ignore_keys:
+        _expect(
+            found.in_watched_domain(key),
+            f"ignoreKeys[{key!r}]",
+            "ignores nothing: only keys in "
+            f"{', '.join(sorted(found.watched_domains))} (or their subdomains) leave a pod",
+        )
+    return found
+
+
+def _dra_schedulers(raw: Any) -> frozenset[str]:
+    _expect(
+        isinstance(raw, list) and bool(raw) and all(isinstance(n, str) and n for n in raw),
+        "draSchedulers",
+        "must be a non-empty list of scheduler names (default-scheduler is the default one)",
+    )
+    return frozenset(raw)
+
+
+def _ignore_keys(raw: Any) -> tuple[str, ...]:
+    _expect(isinstance(raw, list), "ignoreKeys", "must be a list of keys")
+    for key in raw:
+        where = f"ignoreKeys[{key!r}]"
+        _expect(isinstance(key, str), where, "must be a string")
+        domain, slash, name = key.partition("/")
+        _expect(
+            bool(slash and domain) and "*" not in domain and "/" not in name,
+            where,
+            "must be a key with a domain (nvidia.com/numa-bind) or a prefix of one ending "
+            "in `*` (hami.io/*)",
+        )
+        _expect("*" not in name[:-1], where, "`*` may only end the key")
+    return tuple(dict.fromkeys(raw))
 
 
 def _mig_single(key: Any, mappings: tuple[ResourceMapping, ...]) -> ResourceMapping | None:

@@ -103,11 +103,12 @@ def vendor_companions(
     """Why extended resources of a GPU vendor's domain that no mapping covers (HAMi's
     nvidia.com/gpumem, gpucores, ...) keep the pod on the device plugin: they ask for a
     fraction, a property or a selection of the device a DRA claim cannot give, and moving
-    only the GPUs would drop it. "" when there are none."""
+    only the GPUs would drop it. "" when there are none, or when the policy's ignoreKeys
+    names each."""
     domains = policy.vendor_domains | {lg.resource.split("/", 1)[0] for lg in found}
     hits: dict[str, list[str]] = {}
     for who, resource in unmapped:
-        if resource.split("/", 1)[0] in domains:
+        if resource.split("/", 1)[0] in domains and not policy.ignores(resource):
             hits.setdefault(who, []).append(resource)
     if not hits:
         return ""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from app.core.catalog import Catalog
+from app.core.failclosed import device_filter, scheduler_problem, watched_annotations
 from app.core.gfd import NO_SELECTION, REMOVE, mig_single, select_devices, shared_terms
 from app.core.intree import defer_reason
 from app.core.kube import Obj
@@ -157,8 +158,9 @@ def _more_devices(
     return said
 
 
-def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
-    """Rewrite the legacy GPU requests of one pod spec into DRA claims."""
+def translate(spec: Obj, policy: Policy, catalog: Catalog, annotations: Any = None) -> Translation:
+    """Rewrite the legacy GPU requests of one pod spec into DRA claims; `annotations` are
+    the pod's (its metadata's), of which only those in a watched domain are read."""
     if not asks_extended_resources(spec):
         return _unchanged(spec, [])
     warnings: list[str] = []
@@ -183,6 +185,13 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
     if companions := vendor_companions(unmapped, found_all, policy):
         warnings.append(companions)
         left = True
+    # Fail closed: what can pick the pod's GPUs and gpu2dra does not translate leaves it.
+    if scheduler := scheduler_problem(spec, policy):
+        warnings.append(f"{scheduler}; pod left as is")
+        left = True
+    hami = device_filter(watched_annotations(annotations, policy))
+    warnings.extend(f"{problem}; pod left as is" for problem in hami.problems)
+    left = left or bool(hami.problems)
     if left:
         return _unchanged(spec, warnings)
     if (preempting := preempting_class(spec)) is not None:
@@ -210,6 +219,13 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
             return _unchanged(spec, warnings)
         legacy = _as_mig(legacy, policy.mig_single, single.profile)
         used = [lg for _, found in legacy.values() for lg in found if lg.devices]
+    if hami.selectors and (others := sorted({lg.resource for lg in used if not _whole(lg)})):
+        warnings.append(
+            f"the pod's HAMi device annotations (nvidia.com/use-gputype, ...) select whole "
+            f"GPUs, and {', '.join(others)} asks for MIG devices or devices of another kind; "
+            "pod left as is"
+        )
+        return _unchanged(spec, warnings)
     shared = shared_terms(spec) if used else []
     if refused := sorted({lg.resource for lg in used if shared and not lg.mapping.sharing}):
         warnings.append(
@@ -227,25 +243,43 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
         )
         return _unchanged(spec, warnings)
 
-    selection = NO_SELECTION
-    if used:
-        kinds = sorted({lg.mapping.node_labels for lg in used})
-        selection = select_devices(
-            spec, kinds, policy.keep_node_selectors, slice_memory=single is not None
+    # Node terms are read for every pod with a mapped request: one that asks only for zero
+    # devices keeps its node terms as they are, but a label it cannot translate leaves it too.
+    asking = used or [lg for _, found in legacy.values() for lg in found]
+    selection = select_devices(
+        spec,
+        sorted({lg.mapping.node_labels for lg in asking}),
+        policy.keep_node_selectors,
+        policy.watches,
+        single is not None,
+    )
+    if selection.invalid:
+        warnings.append(f"{selection.invalid[0]} (the apiserver rejects it); pod left as is")
+        return _unchanged(spec, warnings)
+    if selection.untranslated:
+        terms = selection.untranslated
+        warnings.append(
+            f"node label {'; '.join(terms)}: a GPU vendor's label that gpu2dra cannot turn "
+            f"into a device selector for every request of the pod, and "
+            f"{'it' if len(terms) == 1 else 'they'} can pick its GPUs; pod left as is "
+            "(name the label in the policy's ignoreKeys if it picks no GPU)"
         )
-        if selection.invalid:
-            warnings.append(f"{selection.invalid[0]} (the apiserver rejects it); pod left as is")
-            return _unchanged(spec, warnings)
+        return _unchanged(spec, warnings)
+    if not used:
+        selection = NO_SELECTION
+    else:
         asked = [(field, c, lgs) for (field, _), (c, lgs) in legacy.items()]
         # What the in-tree path cannot give: device selectors from GFD node terms, a MIG
         # slice for a single-strategy nvidia.com/gpu, the driver's sharing config.
         adds = any(selection.selectors.values()) or single is not None or bool(shared)
+        adds = adds or bool(hami.selectors)  # the in-tree path reads no annotation
         if native := defer_reason(asked, adds or any(lg.shared for lg in used), catalog):
             return _unchanged(spec, warnings)._replace(in_tree=native)
-        warnings.extend(selection.warnings)
 
     def device_request(lg: LegacyRequest) -> DeviceRequest:
         node: tuple[str, ...] = selection.selectors.get(lg.mapping.node_labels, ())
+        if _whole(lg):
+            node += hami.selectors
         config = ""
         if shared or lg.shared:
             kind = "MigDeviceConfig" if lg.mapping.node_labels == "mig" else "GpuConfig"
@@ -327,6 +361,11 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog) -> Translation:
         tuple(touched),
         uses=tuple(sorted({(c.resource, c.device_class) for c in new_claims})),
     )
+
+
+def _whole(lg: LegacyRequest) -> bool:
+    """Whether the request is for whole GPUs: what HAMi's device annotations select."""
+    return lg.mapping.node_labels == "gpu"
 
 
 def _as_mig(legacy: Legacy, mapping: ResourceMapping, profile: str) -> Legacy:

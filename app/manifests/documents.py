@@ -188,8 +188,8 @@ def _translate_one(
 
     classes: list[str] = []  # of the claims this document's pods ask for
 
-    def one(spec: Obj) -> Obj:
-        return _translate_spec(spec, where, ns, policy, catalog, mode, result, classes)
+    def one(spec: Obj, annotations: Any) -> Obj:
+        return _translate_spec(spec, annotations, where, ns, policy, catalog, mode, result, classes)
 
     def asks(container: Obj) -> list[str]:
         return sorted(legacy_amounts(container, policy))
@@ -235,7 +235,7 @@ def _translate_one(
 
 def _rewrite(
     doc: Obj,
-    one: Callable[[Obj], Obj],
+    one: Callable[[Obj, Any], Obj],
     asks: Callable[[Obj], list[str]],
     note: Callable[[str], None],
 ) -> Any:
@@ -279,6 +279,7 @@ def _asks_anywhere(node: Any, asks: Callable[[Obj], list[str]]) -> bool:
 
 def _translate_spec(
     spec: Obj,
+    annotations: Any,
     where: Note,
     ns: str | None,
     policy: Policy,
@@ -287,7 +288,7 @@ def _translate_spec(
     result: Result,
     classes: list[str],
 ) -> Obj:
-    t = translate(spec, policy, catalog)
+    t = translate(spec, policy, catalog, annotations if isinstance(annotations, dict) else None)
     result.notes.extend(where._replace(text=w) for w in t.warnings)
     if t.in_tree:
         text = f"{IN_TREE} {t.in_tree}"

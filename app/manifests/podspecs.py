@@ -27,31 +27,40 @@ def is_pod_spec(node: Obj) -> bool:
     )
 
 
-def rewrite_pod_specs(node: Any, rewrite: Callable[[Obj], Obj], opt_out: bool = True) -> Any:
-    """`node` with `rewrite` applied to each pod spec in it, copied only along the paths
-    that change. With `opt_out`, a pod template annotated gpu2dra.io/skip is passed over."""
-    return _walk(node, rewrite, not opt_out, False, 0)
+# A pod spec, and the annotations of the pod or pod template that holds it (None: none).
+Rewrite = Callable[[Obj, Any], Obj]
 
 
-def _walk(node: Any, rewrite: Callable[[Obj], Obj], every: bool, skip: bool, depth: int) -> Any:
+def rewrite_pod_specs(node: Any, rewrite: Rewrite, opt_out: bool = True) -> Any:
+    """`node` with `rewrite` applied to each pod spec in it and its pod's annotations, copied
+    only along the paths that change. With `opt_out`, a pod template annotated gpu2dra.io/skip
+    is passed over."""
+    return _walk(node, rewrite, not opt_out, False, 0, None)
+
+
+def _walk(
+    node: Any, rewrite: Rewrite, every: bool, skip: bool, depth: int, annotations: Any
+) -> Any:
     if depth > MAX_DEPTH:
         raise TooDeep
     if isinstance(node, list):
-        items = [_walk(v, rewrite, every, skip, depth + 1) for v in node]
+        items = [_walk(v, rewrite, every, skip, depth + 1, None) for v in node]
         return node if all(a is b for a, b in zip(items, node, strict=True)) else items
     if not isinstance(node, dict):
         return node
     if is_pod_spec(node):
-        return node if skip else rewrite(node)
+        return node if skip else rewrite(node, annotations)
+    metadata = node.get("metadata")
+    template = isinstance(metadata, dict) and isinstance(node.get("spec"), dict)
     # A pod template's own metadata can opt out (gpu2dra.io/skip) like a pod's.
-    skip = skip or (
-        not every and opted_out(node.get("metadata")) and isinstance(node.get("spec"), dict)
-    )
+    skip = skip or (not every and template and opted_out(metadata))
+    own = metadata.get("annotations") if template else None  # type: ignore[union-attr]
     changed = {}
     for key, value in node.items():
         if key in _NOT_POD_SPECS:
             continue  # containers of one pod that is no pod spec gpu2dra can give claims to
-        new = _walk(value, rewrite, every, skip, depth + 1)
+        held = own if key == "spec" else None
+        new = _walk(value, rewrite, every, skip, depth + 1, held)
         if new is not value:
             changed[key] = new
     return {**node, **changed} if changed else node
@@ -132,7 +141,7 @@ def pod_specs(node: Any) -> list[Obj]:
     """Every pod spec in `node`, opted out or not, in document order."""
     found: list[Obj] = []
 
-    def collect(spec: Obj) -> Obj:
+    def collect(spec: Obj, annotations: Any) -> Obj:
         found.append(spec)
         return spec
 

@@ -73,7 +73,7 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
     mode = policy.mode_for(facts.namespace_labels)
     label = mode_label(facts.namespace_labels)
     where = f"label {MODE_LABEL}={label}" if label is not None else "no label: the default mode"
-    translation = translate(spec, policy, catalog)
+    translation = translate(spec, policy, catalog, pod["metadata"].get("annotations"))
     if translation.in_tree and mode != "disabled":
         why = f"not translated ({asks}): gpu2dra leaves it to the in-tree path"
         return [*notes, Step("info", f"{why} ({translation.in_tree})"), *more]

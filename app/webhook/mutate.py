@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from app.core.catalog import Catalog
+from app.core.failclosed import Annotations, watched_annotations
 from app.core.kube import Obj
 from app.core.patch import (
     ANNOTATIONS_LIMIT,
@@ -48,15 +49,18 @@ _VISIBLE_DEVICES = VISIBLE_DEVICES.encode()  # as JSON writes it: ASCII letters 
 MEMO_SIZE = 1024  # pod shapes remembered: a cluster runs far fewer distinct GPU workloads
 
 
-def shape_of(spec: Obj) -> bytes:
-    """Everything translate() reads of a pod spec, as bytes: replicas of a workload share it,
-    and so do the workers of a training job, which differ in the rank in their env or args."""
+def shape_of(spec: Obj, annotations: Annotations = ()) -> bytes:
+    """Everything translate() reads of a pod spec and of its `watched_annotations`, as bytes:
+    replicas of a workload share it, and so do the workers of a training job, which differ in
+    the rank in their env or args (and in annotations of no GPU vendor's domain)."""
     parts: list[Any] = [
         spec.get("resourceClaims"),
         spec.get("nodeSelector"),
         spec.get("affinity"),
         spec.get("priorityClassName"),
         spec.get("preemptionPolicy"),
+        spec.get("schedulerName"),
+        annotations,
     ]
     said: list[Any] = []  # the containers' env, command and args
     for name in ("containers", "initContainers"):
@@ -126,7 +130,9 @@ class Mutator:
         mode = self.policy.mode_for(cluster.namespace_labels(namespace))
         if mode == "disabled":
             return allow()
-        outcome = self.outcome(spec, cluster.catalog)
+        metadata = pod.get("metadata")
+        read = metadata.get("annotations") if isinstance(metadata, dict) else None
+        outcome = self.outcome(spec, cluster.catalog, watched_annotations(read, self.policy))
         if not outcome.patch:
             if mode == "audit" and outcome.in_tree:
                 why = f"gpu2dra audit: would leave it to the in-tree path ({outcome.in_tree})"
@@ -146,23 +152,24 @@ class Mutator:
             return answer
         return self._after_templates(answer, namespace, outcome, cluster)
 
-    def outcome(self, spec: Obj, catalog: Catalog) -> Outcome:
-        """translate() and its patch, remembered per pod shape."""
+    def outcome(self, spec: Obj, catalog: Catalog, annotations: Annotations = ()) -> Outcome:
+        """translate() and its patch, remembered per pod shape; `annotations`: the pod's
+        watched_annotations, all that translate() reads of them."""
         try:
-            shape = shape_of(spec)
+            shape = shape_of(spec, annotations)
         except TypeError:  # orjson's: an integer JSON cannot hold; nothing to remember
-            return self._translate(spec, catalog)
+            return self._translate(spec, catalog, annotations)
         known = self._memo.get(shape)
         if known is not None and known.catalog is catalog:
             return known
-        outcome = self._translate(spec, catalog)
+        outcome = self._translate(spec, catalog, annotations)
         if len(self._memo) >= MEMO_SIZE:
             del self._memo[next(iter(self._memo))]  # the oldest
         self._memo[shape] = outcome
         return outcome
 
-    def _translate(self, spec: Obj, catalog: Catalog) -> Outcome:
-        t = translate(spec, self.policy, catalog)
+    def _translate(self, spec: Obj, catalog: Catalog, annotations: Annotations) -> Outcome:
+        t = translate(spec, self.policy, catalog, dict(annotations))
         if not t.changed:
             return Outcome(catalog, t.warnings, t.templates, "", "", str, in_tree=t.in_tree)
         try:

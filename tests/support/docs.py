@@ -128,6 +128,18 @@ FIELDS = {
     "`preemptionPolicy` is not `Never`): `leave` keeps them on the device plugin, where they "
     "still preempt; `translate` moves them, with a warning that the scheduler does not preempt "
     "for DRA claims on Kubernetes 1.34-1.37.",
+    "draSchedulers": "The schedulers known to allocate DRA claims: a GPU pod whose "
+    "`spec.schedulerName` is another one is left as it is, with a warning (an unset "
+    "`schedulerName` is `default-scheduler`). See [fail closed](../concepts/translation.md"
+    "#fail-closed).",
+    "ignoreKeys": "Pod annotations, node labels (in `nodeSelector` and required node "
+    "affinity) and extended resources in a GPU vendor's domain (`nvidia.com`, `hami.io`, "
+    "the mapped resources' domains and their subdomains) that leave no pod untranslated: "
+    "exact keys, or prefixes ending in `*` (`hami.io/*`). An ignored annotation is not "
+    "read (HAMi's `nvidia.com/use-gputype` becomes no selector), an ignored label stays a "
+    "node term, an ignored resource stays in its container. Only for keys the cluster knows "
+    "pick no GPU; a key outside those domains is an error. See [fail closed]"
+    "(../concepts/translation.md#fail-closed).",
 }
 MAPPING_FIELDS = {
     "deviceClassName": (
@@ -188,6 +200,8 @@ def _values(key: str) -> str:
         "skipNamespaces": "list of namespace names",
         "deviceClasses": "list of DeviceClass names",
         "mappings": "map of resource name to [mapping](#mappings)",
+        "draSchedulers": "non-empty list of scheduler names",
+        "ignoreKeys": "list of keys (`domain/name`) or prefixes ending in `*`",
     }[key]
 
 

@@ -46,7 +46,7 @@ def pod_review(spec: Obj, uid: str = "big", metadata: Any = _NAMED_P) -> bytes:
 def translated(obj: Obj, policy: Policy, catalog: Catalog) -> Obj:
     """`obj` as the mutating webhook must leave it: the spec translate() gives, and the record
     of what that replaced (tests/unit/core/test_patch.py reads the record back)."""
-    result = translate(obj["spec"], policy, catalog)
+    result = translate(obj["spec"], policy, catalog, obj["metadata"].get("annotations"))
     annotations = {
         **obj["metadata"].get("annotations", {}),
         RECORD_ANNOTATION: record(obj["spec"], result.touched),

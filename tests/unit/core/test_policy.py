@@ -55,6 +55,19 @@ def test_a_field_left_out_takes_the_default(tmp_path: Path) -> None:
             "unknown field(s): count",
         ),
         ({"mappings": {"nvidia.com/*gpu": {"deviceClassName": "x"}}}, "may only end"),
+        ({"draSchedulers": []}, "draSchedulers: must be a non-empty list of scheduler names"),
+        ({"draSchedulers": "default-scheduler"}, "draSchedulers: must be a non-empty list"),
+        ({"draSchedulers": ["", "x"]}, "draSchedulers: must be a non-empty list"),
+        ({"ignoreKeys": "nvidia.com/numa-bind"}, "ignoreKeys: must be a list of keys"),
+        ({"ignoreKeys": [3]}, "ignoreKeys[3]: must be a string"),
+        ({"ignoreKeys": ["numa-bind"]}, "ignoreKeys['numa-bind']: must be a key with a domain"),
+        ({"ignoreKeys": ["/x"]}, "must be a key with a domain"),
+        ({"ignoreKeys": ["*/x"]}, "must be a key with a domain"),
+        ({"ignoreKeys": ["nvidia.com/a*b"]}, "ignoreKeys['nvidia.com/a*b']: `*` may only end"),
+        (
+            {"ignoreKeys": ["example.com/x"]},
+            "ignoreKeys['example.com/x']: ignores nothing: only keys in hami.io, nvidia.com",
+        ),
         ({"mappings": {"gpu": {"deviceClassName": "x"}}}, "key must be a resource name"),
         ({"mappings": {"a/b": {"deviceClassName": "x", "selectors": "cel"}}}, "list of CEL"),
         (
@@ -121,3 +134,27 @@ def test_mig_single_takes_the_mig_pattern_mapping() -> None:
 
 def test_default_policy_is_loaded() -> None:
     assert load_policy(None).default_mode == "disabled"
+
+
+def test_fail_closed_fields() -> None:
+    default = load_policy(None)
+    assert default.dra_schedulers == {"default-scheduler"} and default.ignore_keys == ()
+    assert default.watches("nvidia.com/numa-bind") and default.watches("hami.io/x")
+    assert default.watches("gpu.nvidia.com/x") and not default.watches("notnvidia.com/x")
+    assert not default.watches("team") and not default.watches("example.com/x")
+    policy = parse_policy(
+        {
+            "draSchedulers": ["default-scheduler", "kai-scheduler"],
+            "ignoreKeys": ["nvidia.com/gpu.present", "hami.io/*", "nvidia.com/gpu.present"],
+            "mappings": {
+                "nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com"},
+                "amd.com/gpu": {"deviceClassName": "gpu.amd.com"},
+            },
+        }
+    )
+    assert policy.dra_schedulers == {"default-scheduler", "kai-scheduler"}
+    assert policy.ignore_keys == ("nvidia.com/gpu.present", "hami.io/*")
+    assert not policy.watches("nvidia.com/gpu.present") and not policy.watches("hami.io/a")
+    assert policy.watches("nvidia.com/gpu.presents") and policy.watches("amd.com/x")
+    amd = {"amd.com/gpu": {"deviceClassName": "gpu.amd.com"}}
+    assert parse_policy({"ignoreKeys": ["amd.com/x"], "mappings": amd}).ignores("amd.com/x")

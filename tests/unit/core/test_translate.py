@@ -15,17 +15,11 @@ from app.core.names import claim_name
 from app.core.policy import Policy, ResourceMapping, load_policy, parse_policy
 from app.core.resources import parse_count
 from app.core.translate import translate
-from tests.support.pods import GPU, MIG, PRODUCT_A100, Obj, claimed, container, gpu, pod_claim, tpl
+from tests.support.pods import GPU, MIG, PRODUCT_A100, Obj, container, gpu, tpl
 from tests.unit.core.translation_cases import A100_1G5, CASES, PRODUCT, Case
 
 
 def _expected_spec(case: Case) -> Obj:
-    if case.expected == "SAME_AFFINITY":
-        return {
-            "affinity": case.spec["affinity"],
-            "containers": [claimed("c", "c-gpu")],
-            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
-        }
     assert isinstance(case.expected, dict)
     return case.expected
 
@@ -35,7 +29,7 @@ def test_translation(case: Case, policy: Policy, catalog: Catalog) -> None:
     if case.policy is not None:
         policy = parse_policy({**_default_raw(), **case.policy})
     before = copy.deepcopy(case.spec)
-    result = translate(case.spec, policy, catalog)
+    result = translate(case.spec, policy, catalog, case.annotations)
 
     assert case.spec == before, "the input must not change"
     if case.expected is None:
@@ -58,7 +52,7 @@ def test_translation(case: Case, policy: Policy, catalog: Catalog) -> None:
     for warning, expected in zip(result.warnings, case.warnings, strict=True):
         assert expected in warning
     # Translating the translation changes nothing (and says nothing new).
-    again = translate(result.spec, policy, catalog)
+    again = translate(result.spec, policy, catalog, case.annotations)
     assert not again.changed
 
 

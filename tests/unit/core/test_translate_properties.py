@@ -11,6 +11,7 @@ from typing import Any
 
 import jsonpatch
 from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from app.core.catalog import Catalog
 from app.core.kube import is_dns_label
@@ -329,3 +330,65 @@ def test_translate_explain_and_report_count_alike(spec: Obj, setup: tuple[Policy
         assert claimed.total() > before.total()
     else:
         assert claimed == before
+
+
+# ---- fail closed ---------------------------------------------------------------------------
+
+# What can pick a pod's GPUs and gpu2dra does not translate: (where, key, value).
+_UNTRANSLATED = st.sampled_from(
+    [
+        ("annotation", "nvidia.com/vgpu-mode", "mig"),
+        ("annotation", "nvidia.com/numa-bind", "true"),
+        ("annotation", "hami.io/gpu-scheduler-policy", "spread"),
+        ("annotation", "gpu.nvidia.com/anything", ""),
+        ("annotation", "nvidia.com/use-gputype", ","),
+        ("label", "nvidia.com/gpu.count", "2"),
+        ("label", "nvidia.com/mig.strategy", "mixed"),
+        ("label", "nvidia.com/gpu-type", "a100"),
+        ("label", "hami.io/pool", "x"),
+        ("affinity", "nvidia.com/gpu.deploy.driver", "true"),
+        ("scheduler", "hami-scheduler", ""),
+        ("scheduler", "volcano", ""),
+    ]
+)
+
+
+def _with_untranslated(spec: Obj, where: str, key: str, value: str) -> tuple[Obj, Obj]:
+    """The spec and annotations of `spec`'s pod with the key added where it is read."""
+    if where == "annotation":
+        return spec, {key: value}
+    if where == "scheduler":
+        return {**spec, "schedulerName": key}, {}
+    if where == "label":
+        selector = spec.get("nodeSelector")
+        return {
+            **spec,
+            "nodeSelector": {**(selector if isinstance(selector, dict) else {}), key: value},
+        }, {}
+    term = {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}
+    required = {"nodeSelectorTerms": [term]}
+    return {
+        **spec,
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}},
+    }, {}
+
+
+@PROPERTY_SETTINGS
+@given(spec=pod_specs, setup=setups, untranslated=_UNTRANSLATED)
+@example(
+    spec={"containers": [_gpu("a")]},
+    setup=_DEFAULT_SETUP,
+    untranslated=("label", "nvidia.com/gpu.count", "2"),
+)
+def test_what_can_pick_gpus_untranslated_leaves_the_pod(
+    spec: Obj, setup: tuple[Policy, Catalog], untranslated: tuple[str, str, str]
+) -> None:
+    """A pod with a key gpu2dra does not translate is never translated; when the pod without
+    it would have been, a warning names the key."""
+    where, key, value = untranslated
+    changed, annotations = _with_untranslated(spec, where, key, value)
+    result = translate(changed, *setup, annotations)
+    assert not result.changed and result.spec is changed
+    before = translate(spec, *setup)
+    if before.changed:
+        assert any(key in w for w in result.warnings), result.warnings

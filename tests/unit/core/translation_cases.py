@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.core.templates import sharing_config
 from tests.support.pods import GPU, MIG, PRODUCT_A100, Obj, claimed, container, gpu, pod_claim, tpl
@@ -53,10 +54,11 @@ def profile(p: str) -> str:
 class Case:
     id: str
     spec: Obj
-    expected: Obj | str | None  # None: the spec comes back unchanged (the very same object)
+    expected: Obj | None  # None: the spec comes back unchanged (the very same object)
     templates: list[tuple[str, str, int, tuple[str, ...]]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # substrings, one per warning, in order
     policy: Obj | None = None  # fields over the embedded default policy
+    annotations: dict[str, str] | None = None  # the pod's
 
 
 A100_1G5 = "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
@@ -335,6 +337,32 @@ WHOLE_POD_CASES = [
 ]
 
 
+GPU_PRESENT_CASES = [
+    Case(
+        f"the GPU Operator's nvidia.com/gpu.present ({how}) is implied by the claim",
+        {**term, "containers": [container("c", gpu(1))]},
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+    )
+    for how, term in [
+        ("nodeSelector", {"nodeSelector": {"nvidia.com/gpu.present": "true"}}),
+        ("Exists", {"affinity": required(expr("nvidia.com/gpu.present", "Exists"))}),
+    ]
+] + [
+    Case(
+        "nvidia.com/gpu.present false picks nodes without GPUs: the pod is left",
+        {
+            "nodeSelector": {"nvidia.com/gpu.present": "false"},
+            "containers": [container("c", gpu(1))],
+        },
+        None,
+        warnings=["nvidia.com/gpu.present"],
+    ),
+]
+
 # Preemption (app/core/priority.py): the scheduler does not preempt for DRA claims.
 PREEMPTION_CASES = [
     Case(
@@ -439,18 +467,234 @@ VERSION_CASES = [
         ],
     ),
     Case(
-        "a driver version GFD did not write as a version stays a node term",
+        "fail closed: a driver version GFD did not write as a version leaves the pod",
         {
             "nodeSelector": {"nvidia.com/cuda.driver-version.full": "550.x"},
             "containers": [container("c", gpu(1))],
         },
+        None,
+        warnings=["node label nvidia.com/cuda.driver-version.full (In 550.x): a GPU vendor's"],
+    ),
+]
+
+
+# ---- fail closed: what can pick the pod's GPUs and is not translated leaves the pod --------
+
+NAME = f"{ATTR}.productName"
+CARD = f"({NAME}.startsWith('NVIDIA') ? {NAME} : 'NVIDIA-' + {NAME}).upperAscii()"
+HAS_NAME = f"'productName' in {ATTR}"
+HAS_UUID = f"'uuid' in {ATTR}"
+UUID_A, UUID_B = "GPU-8f3c1f40-0000-4000-8000-00000000000a", "GPU-8f3c1f40-0000-4000-8000-0b"
+ONE_GPU = {"containers": [container("c", gpu(1))]}
+
+
+def hami(name: str, annotations: dict[str, str], *selectors: str) -> Case:
+    """A pod whose HAMi device annotations become `selectors` on its one whole GPU."""
+    return Case(
+        name,
+        ONE_GPU,
         {
-            "nodeSelector": {"nvidia.com/cuda.driver-version.full": "550.x"},
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1, *selectors))],
+        },
+        [("gpu", GPU, 1, selectors)],
+        annotations=annotations,
+    )
+
+
+def left(name: str, spec: Obj, warning: str, **kwargs: Any) -> Case:
+    return Case(name, spec, None, warnings=[warning], **kwargs)
+
+
+FAIL_CLOSED_CASES = [
+    hami(
+        "HAMi use-gputype: a case-insensitive substring of HAMi's card type",
+        {"nvidia.com/use-gputype": "a100"},
+        f"({HAS_NAME} && {CARD}.contains('A100'))",
+    ),
+    hami(
+        "HAMi use-gputype list: any entry, trimmed, empty entries dropped",
+        {"nvidia.com/use-gputype": " A100 , ,h100,A100"},
+        f"({HAS_NAME} && ({CARD}.contains('A100') || {CARD}.contains('H100')))",
+    ),
+    hami(
+        "HAMi nouse-gputype: none of the entries",
+        {"nvidia.com/nouse-gputype": "T4,V100"},
+        f"({HAS_NAME} && !({CARD}.contains('T4') || {CARD}.contains('V100')))",
+    ),
+    hami(
+        "HAMi use-gpuuuid and nouse-gpuuuid: exact UUIDs, both apply",
+        {"nvidia.com/use-gpuuuid": f"{UUID_A}, {UUID_B}", "nvidia.com/nouse-gpuuuid": UUID_B},
+        f"({HAS_UUID} && !({ATTR}.uuid in ['{UUID_B}']))",  # annotations by key
+        f"({HAS_UUID} && {ATTR}.uuid in ['{UUID_A}', '{UUID_B}'])",
+    ),
+    hami(
+        "HAMi: an empty value is no constraint",
+        {"nvidia.com/use-gputype": " ", "nvidia.com/nouse-gpuuuid": ""},
+    ),
+    hami(
+        "HAMi: unrelated annotations are not read",
+        {"example.com/team": "ml", "kubectl.kubernetes.io/last-applied-configuration": "{}"},
+    ),
+    Case(
+        "HAMi use-gputype ignored by the policy: translated without it",
+        ONE_GPU,
+        {
             "containers": [claimed("c", "c-gpu")],
             "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
         },
         [("gpu", GPU, 1, ())],
-        ["has no exact device attribute"],
+        policy={"ignoreKeys": ["nvidia.com/use-gputype"]},
+        annotations={"nvidia.com/use-gputype": "A100"},
+    ),
+    left(
+        "fail closed: HAMi use-gputype that names no type (HAMi picks no GPU)",
+        ONE_GPU,
+        "annotation nvidia.com/use-gputype ',' names no GPU: HAMi picks none; pod left as is",
+        annotations={"nvidia.com/use-gputype": ","},
+    ),
+    left(
+        "fail closed: HAMi use-gputype beyond ASCII (Go's ToUpper is not upperAscii)",
+        ONE_GPU,
+        "annotation nvidia.com/use-gputype holds characters outside printable ASCII",
+        annotations={"nvidia.com/use-gputype": "\u017fxm"},
+    ),
+    left(
+        "fail closed: HAMi use-gputype on a MIG request",
+        {"containers": [container("c", {"nvidia.com/mig-1g.5gb": 1})]},
+        "asks for MIG devices or devices of another kind; pod left as is",
+        annotations={"nvidia.com/use-gputype": "A100"},
+    ),
+    left(
+        "fail closed: HAMi use-gpuuuid on a MIG single-strategy node",
+        {"nodeSelector": {PRODUCT: A100_1G5}, "containers": [container("c", gpu(1))]},
+        "nvidia.com/gpu asks for MIG devices",
+        annotations={"nvidia.com/use-gpuuuid": UUID_A},
+    ),
+    left(
+        "fail closed: another nvidia.com annotation (HAMi's vgpu-mode)",
+        ONE_GPU,
+        "annotation nvidia.com/vgpu-mode is read by a GPU scheduler or device plugin",
+        annotations={"nvidia.com/vgpu-mode": "mig"},
+    ),
+    left(
+        "fail closed: HAMi's numa-bind",
+        ONE_GPU,
+        "annotation nvidia.com/numa-bind is read by a GPU scheduler",
+        annotations={"nvidia.com/numa-bind": "true"},
+    ),
+    left(
+        "fail closed: a hami.io annotation",
+        ONE_GPU,
+        "annotation hami.io/gpu-scheduler-policy is read by a GPU scheduler",
+        annotations={"hami.io/gpu-scheduler-policy": "binpack"},
+    ),
+    left(
+        "fail closed: an annotation in a subdomain of nvidia.com",
+        ONE_GPU,
+        "annotation gpu.nvidia.com/x is read by a GPU scheduler",
+        annotations={"gpu.nvidia.com/x": "y"},
+    ),
+    Case(
+        "an ignored hami.io annotation leaves no pod (ignoreKeys prefix)",
+        ONE_GPU,
+        {
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+        policy={"ignoreKeys": ["hami.io/*"]},
+        annotations={"hami.io/gpu-scheduler-policy": "binpack"},
+    ),
+    left(
+        "fail closed: a nvidia.com node label that is not GFD's",
+        {"nodeSelector": {"nvidia.com/gpu-type": "a100"}, "containers": [container("c", gpu(1))]},
+        "node label nvidia.com/gpu-type (In a100): a GPU vendor's label that gpu2dra cannot",
+    ),
+    left(
+        "fail closed: a GFD label with no device attribute (gpu.count) in an affinity",
+        {
+            "affinity": required(
+                expr(PRODUCT, "In", "NVIDIA-A100-SXM4-40GB"),
+                expr("nvidia.com/gpu.count", "Gt", "3"),
+            ),
+            "containers": [container("c", gpu(1))],
+        },
+        "node label nvidia.com/gpu.count (Gt 3): a GPU vendor's label",
+    ),
+    Case(
+        "an ignored node label stays a node term; the GFD ones are translated",
+        {
+            "nodeSelector": {"nvidia.com/gpu.present": "true", PRODUCT: "NVIDIA-A100-SXM4-40GB"},
+            "containers": [container("c", gpu(1))],
+        },
+        {
+            "nodeSelector": {"nvidia.com/gpu.present": "true"},
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1, PRODUCT_A100))],
+        },
+        [("gpu", GPU, 1, (PRODUCT_A100,))],
+        policy={"ignoreKeys": ["nvidia.com/gpu.present"]},
+    ),
+    Case(
+        "node labels outside the watched domains stay node terms",
+        {"nodeSelector": {"pool": "gpu", "example.com/rack": "r1"}, **ONE_GPU},
+        {
+            "nodeSelector": {"pool": "gpu", "example.com/rack": "r1"},
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+    ),
+    left(
+        "fail closed: a scheduler that is not known to allocate DRA claims (HAMi's)",
+        {"schedulerName": "hami-scheduler", **ONE_GPU},
+        "spec.schedulerName 'hami-scheduler' is not a scheduler known to allocate DRA claims "
+        "(the policy's draSchedulers: default-scheduler); pod left as is",
+    ),
+    Case(
+        "a scheduler the policy names in draSchedulers",
+        {"schedulerName": "volcano", **ONE_GPU},
+        {
+            "schedulerName": "volcano",
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+        policy={"draSchedulers": ["default-scheduler", "volcano"]},
+    ),
+    Case(
+        "schedulerName default-scheduler, written out",
+        {"schedulerName": "default-scheduler", **ONE_GPU},
+        {
+            "schedulerName": "default-scheduler",
+            "containers": [claimed("c", "c-gpu")],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+    ),
+    left(
+        "fail closed: default-scheduler not in draSchedulers",
+        ONE_GPU,
+        "spec.schedulerName 'default-scheduler' is not a scheduler known",
+        policy={"draSchedulers": ["kai-scheduler"]},
+    ),
+    Case(
+        "an ignored vendor resource beside a GPU is no companion",
+        {"containers": [container("c", {**gpu(1), "nvidia.com/gpucores": 50})]},
+        {
+            "containers": [claimed("c", "c-gpu", limits={"nvidia.com/gpucores": 50})],
+            "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1))],
+        },
+        [("gpu", GPU, 1, ())],
+        policy={"ignoreKeys": ["nvidia.com/gpucores"]},
+    ),
+    Case(
+        "fail closed: every reason is named",
+        {"schedulerName": "hami-scheduler", **ONE_GPU},
+        None,
+        warnings=["spec.schedulerName 'hami-scheduler'", "annotation hami.io/x is read"],
+        annotations={"hami.io/x": "1"},
     ),
 ]
 
@@ -683,7 +927,9 @@ CASES = [
     *COMPANION_CASES,
     *WHOLE_POD_CASES,
     *PREEMPTION_CASES,
+    *GPU_PRESENT_CASES,
     *VERSION_CASES,
+    *FAIL_CLOSED_CASES,
     Case(
         "GFD memory and family in required node affinity; the term keeps the rest",
         {
@@ -804,7 +1050,7 @@ CASES = [
         ],
     ),
     Case(
-        "several affinity terms on GFD labels are not translated",
+        "fail closed: several affinity terms on GFD labels leave the pod",
         {
             "affinity": {
                 "nodeAffinity": {
@@ -830,25 +1076,17 @@ CASES = [
             },
             "containers": [container("c", gpu(1))],
         },
-        "SAME_AFFINITY",
-        [("gpu", GPU, 1, ())],
-        ["several terms on GFD labels"],
+        None,
+        warnings=["nvidia.com/gpu.product (In A) in one of 2 ORed node affinity terms"],
     ),
     Case(
-        "whole-GPU memory cannot select a MIG device: it stays a node term",
+        "fail closed: whole-GPU memory cannot select a MIG device, so the pod is left",
         {
             "nodeSelector": {"nvidia.com/gpu.memory": "40960"},
             "containers": [container("c", {"nvidia.com/mig-1g.5gb": 1})],
         },
-        {
-            "nodeSelector": {"nvidia.com/gpu.memory": "40960"},
-            "containers": [claimed("c", "c-mig-1g-5gb")],
-            "resourceClaims": [
-                pod_claim("c-mig-1g-5gb", tpl("mig-1g-5gb", MIG, 1, profile("1g.5gb")))
-            ],
-        },
-        [("mig-1g-5gb", MIG, 1, (profile("1g.5gb"),))],
-        ["nvidia.com/gpu.memory (In 40960) has no exact device attribute"],
+        None,
+        warnings=["node label nvidia.com/gpu.memory (In 40960): a GPU vendor's label"],
     ),
     Case(
         "NVIDIA_VISIBLE_DEVICES read by the app",

@@ -90,6 +90,25 @@ def test_skip_annotation_on_a_pod_template(policy: Policy, catalog: Catalog) -> 
     assert result.documents[0] is doc and not result.templates
 
 
+def test_pod_template_annotations_reach_the_translator(policy: Policy, catalog: Catalog) -> None:
+    """HAMi's card selection in a pod template's annotations, offline as at admission."""
+
+    def deployment(annotations: dict[str, str]) -> Any:
+        template = {"metadata": {"annotations": annotations}, "spec": POD_SPEC}
+        return {"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": template}}
+
+    picked = translate_documents(
+        [deployment({"nvidia.com/use-gputype": "A100"})], policy, catalog, "ns", "enabled"
+    )
+    ((_, template),) = picked.templates.items()
+    (request,) = template["spec"]["spec"]["devices"]["requests"]
+    assert any("'A100'" in s["cel"]["expression"] for s in request["exactly"]["selectors"])
+    left_doc = deployment({"nvidia.com/vgpu-mode": "mig"})
+    left = translate_documents([left_doc], policy, catalog, "ns", "enabled")
+    assert left.documents[0] is left_doc and not left.templates
+    assert any("nvidia.com/vgpu-mode" in n.text for n in left.notes)
+
+
 def test_skipped_namespace(policy: Policy, catalog: Catalog) -> None:
     doc = {"kind": "Pod", "metadata": {"namespace": "kube-system"}, "spec": POD_SPEC}
     assert translate_documents([doc], policy, catalog, None, "enabled").documents[0] is doc

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.core.catalog import Catalog
+from app.core.failclosed import Annotations
 from app.core.policy import Policy, load_policy, parse_policy
 from app.core.translate import translate
 from app.webhook.mutate import (
@@ -17,7 +19,7 @@ from app.webhook.mutate import (
     MEMO_SIZE,
     Mutator,
 )
-from app.webhook.reviews import AdmissionRequest
+from app.webhook.reviews import AdmissionRequest, Answer
 from tests.support.fake import FakeCluster
 from tests.support.pods import container, gpu
 from tests.support.reviews import translated
@@ -182,15 +184,23 @@ def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+_WATCHED = st.sampled_from(
+    [(), (("nvidia.com/use-gputype", "A100"),), (("nvidia.com/use-gputype", "H100"),)]
+)
+
+
 @settings(max_examples=150, deadline=None)
-@given(spec=pod_specs, other=pod_specs)
-def test_a_remembered_outcome_is_the_fresh_one(spec: Obj, other: Obj) -> None:
+@given(spec=pod_specs, other=pod_specs, annotations=_WATCHED, others=_WATCHED)
+def test_a_remembered_outcome_is_the_fresh_one(
+    spec: Obj, other: Obj, annotations: Annotations, others: Annotations
+) -> None:
     policy = load_policy(None)
     catalog = Catalog.of(policy.device_classes)
     memo = Mutator(policy)
-    memo.outcome(spec, catalog)
-    for later in (_replica(spec, 1), other):
-        kept, fresh = memo.outcome(later, catalog), Mutator(policy).outcome(later, catalog)
+    memo.outcome(spec, catalog, annotations)
+    for later, watched in ((_replica(spec, 1), others), (other, annotations)):
+        kept = memo.outcome(later, catalog, watched)
+        fresh = Mutator(policy).outcome(later, catalog, watched)
         assert kept._replace(summary=str, unrecorded=str) == fresh._replace(
             summary=str, unrecorded=str
         )
@@ -237,6 +247,49 @@ def test_a_new_catalog_is_not_answered_from_the_memo(policy: Policy) -> None:
     mutator, spec = Mutator(policy), pod()["spec"]
     assert not mutator.outcome(spec, Catalog.of(["mig.nvidia.com"])).patch
     assert mutator.outcome(spec, Catalog.of(["gpu.nvidia.com"])).patch
+
+
+def _answer(mutator: Mutator, annotations: Obj | None, spec: Obj | None = None) -> Answer:
+    return run(mutator(request(pod(spec, annotations)), enabled()))
+
+
+def test_pods_that_differ_in_a_hami_annotation_get_their_own_answers(policy: Policy) -> None:
+    mutator = Mutator(policy)
+    plain = _answer(mutator, {"team": "ml"})
+    typed = _answer(mutator, {"team": "ml", "nvidia.com/use-gputype": "A100"})
+    other = _answer(mutator, {"team": "ml", "nvidia.com/use-gputype": "H100"})
+    numa = _answer(mutator, {"team": "ml", "nvidia.com/numa-bind": "true"})
+    assert len({plain["patch"], typed["patch"], other["patch"]}) == 3
+    assert "patch" not in numa
+    assert any("nvidia.com/numa-bind" in w for w in numa["warnings"])
+    # and each is the answer of a fresh memo
+    fresh = _answer(Mutator(policy), {"nvidia.com/use-gputype": "A100", "team": "ml"})
+    assert fresh == typed
+    assert len(mutator._memo) == 4
+
+
+def test_pods_that_differ_in_unrelated_annotations_share_one_outcome(policy: Policy) -> None:
+    mutator = Mutator(policy)
+    for n in range(3):
+        _answer(
+            mutator,
+            {
+                "nvidia.com/use-gputype": "A100",
+                f"example.com/hash-{n}": str(n),
+                "kubectl.kubernetes.io/restartedAt": str(n),
+            },
+        )
+    ignoring = Mutator(parse_policy({"ignoreKeys": ["hami.io/*"]}))
+    for n in range(3):
+        _answer(ignoring, {"hami.io/noise": str(n)})
+    assert len(mutator._memo) == 1 and len(ignoring._memo) == 1
+
+
+def test_pods_that_differ_in_their_scheduler_get_their_own_answers(policy: Policy) -> None:
+    mutator, spec = Mutator(policy), {"containers": [container("c", gpu(1))]}
+    assert _answer(mutator, None, spec)["patch"]
+    hami = _answer(mutator, None, {**spec, "schedulerName": "hami-scheduler"})
+    assert "patch" not in hami and "hami-scheduler" in hami["warnings"][0]
 
 
 def test_the_memo_is_bounded(policy: Policy, catalog: Catalog) -> None:

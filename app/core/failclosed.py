@@ -1,0 +1,113 @@
+"""Fail closed: what gpu2dra does not understand about a pod that can change which GPUs it
+gets leaves the pod as it is, with a warning that names it.
+
+Besides the containers' resources, three things say which GPUs a pod gets: the annotations a
+GPU scheduler reads (HAMi's), node terms on GPU vendor labels (gfd.py) and the scheduler
+itself. This module reads the first and the last; what it cannot translate it names.
+Rules and sources: docs/concepts/translation.md#fail-closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from app.core.gfd_cel import quote_cel
+from app.core.policy import Policy
+
+# HAMi's device selection annotations (Project-HAMi/HAMi pkg/device/nvidia/device.go; the
+# matching is pkg/device/devices.go CheckType and CheckUUID).
+USE_TYPE = "nvidia.com/use-gputype"
+NOUSE_TYPE = "nvidia.com/nouse-gputype"
+USE_UUID = "nvidia.com/use-gpuuuid"
+NOUSE_UUID = "nvidia.com/nouse-gpuuuid"
+SELECTING = (USE_TYPE, NOUSE_TYPE, USE_UUID, NOUSE_UUID)
+
+DEFAULT_SCHEDULER = "default-scheduler"  # what the API server sets an unset schedulerName to
+
+_ATTR = "device.attributes['gpu.nvidia.com']"
+_NAME = f"{_ATTR}.productName"
+# HAMi's card type is NVML's device name, `NVIDIA-` put before one that does not start with
+# NVIDIA (pkg/device-plugin/nvidiadevice/nvinternal/plugin/register.go); the DRA driver's
+# productName is NVML's device name as it is. CheckType upper-cases both sides.
+_CARD = f"({_NAME}.startsWith('NVIDIA') ? {_NAME} : 'NVIDIA-' + {_NAME}).upperAscii()"
+_SPACE = " \t\n\v\f\r"  # Go's strings.TrimSpace, on ASCII text
+
+
+Annotations = tuple[tuple[str, Any], ...]
+
+
+def watched_annotations(annotations: Any, policy: Policy) -> Annotations:
+    """The pod's annotations in a watched domain that the policy does not ignore, by key:
+    all that translate() reads of the annotations, and so all the memo keeps of them."""
+    if not isinstance(annotations, Mapping) or not annotations:
+        return ()
+    found = [(k, v) for k, v in annotations.items() if isinstance(k, str) and policy.watches(k)]
+    return tuple(sorted(found)) if len(found) > 1 else tuple(found)
+
+
+class DeviceFilter(NamedTuple):
+    """What the annotations ask of whole GPUs, and why the pod is left, if it is."""
+
+    selectors: tuple[str, ...]  # CEL, for every whole-GPU request
+    problems: tuple[str, ...]
+
+
+def _entries(value: str) -> list[str]:
+    """The comma list as CheckType and CheckUUID read it: each entry trimmed, empty ones
+    dropped (they match no device), each once."""
+    return list(dict.fromkeys(e for e in (p.strip(_SPACE) for p in value.split(",")) if e))
+
+
+def device_filter(annotations: Annotations) -> DeviceFilter:
+    """The CEL selectors HAMi's device selection annotations become; every other watched
+    annotation is a problem."""
+    selectors: list[str] = []
+    problems: list[str] = []
+    for key, value in annotations:
+        if key not in SELECTING:
+            problems.append(
+                f"annotation {key} is read by a GPU scheduler or device plugin (HAMi's, "
+                "NVIDIA's) and gpu2dra does not translate it"
+            )
+            continue
+        if not isinstance(value, str):
+            problems.append(f"annotation {key} is not a string")
+            continue
+        entries = _entries(value)
+        if not value.isascii() or not all(e.isprintable() for e in entries):
+            # Go's ToUpper and TrimSpace differ from CEL's upperAscii beyond ASCII.
+            problems.append(f"annotation {key} holds characters outside printable ASCII")
+            continue
+        if not value.strip(_SPACE):
+            continue  # HAMi: an empty value is no constraint
+        if not entries:
+            if key in (USE_TYPE, USE_UUID):
+                problems.append(f"annotation {key} {value!r} names no GPU: HAMi picks none")
+            continue
+        if key in (USE_TYPE, NOUSE_TYPE):
+            test = " || ".join(f"{_CARD}.contains({quote_cel(e.upper())})" for e in entries)
+            guard = f"'productName' in {_ATTR}"
+        else:
+            test = f"{_ATTR}.uuid in [{', '.join(map(quote_cel, entries))}]"
+            guard = f"'uuid' in {_ATTR}"
+        if key in (NOUSE_TYPE, NOUSE_UUID):
+            test = f"!({test})"
+        elif len(entries) > 1 and key == USE_TYPE:
+            test = f"({test})"
+        # A device whose name or UUID cannot be read is never picked, under nouse- too.
+        selectors.append(f"({guard} && {test})")
+    return DeviceFilter(tuple(selectors), tuple(problems))
+
+
+def scheduler_problem(spec: Mapping[str, Any], policy: Policy) -> str:
+    """Why the pod's scheduler may not allocate DRA claims; "" when it is one that does."""
+    name = spec.get("schedulerName")
+    name = DEFAULT_SCHEDULER if name is None or name == "" else name
+    if isinstance(name, str) and name in policy.dra_schedulers:
+        return ""
+    known = ", ".join(sorted(policy.dra_schedulers))
+    return (
+        f"spec.schedulerName {name!r} is not a scheduler known to allocate DRA claims "
+        f"(the policy's draSchedulers: {known})"
+    )
