@@ -60,6 +60,19 @@ def parser() -> argparse.ArgumentParser:
         "(default: $POD_NAMESPACE, else the service account's namespace)",
     )
     serve.add_argument(
+        "--service-account",
+        help="the webhook's own ServiceAccount: only it (and --template-writer) may create or "
+        "update ResourceClaimTemplates named gpu2dra-* or labelled as gpu2dra's",
+    )
+    serve.add_argument(
+        "--template-writer",
+        action="append",
+        default=[],
+        metavar="USERNAME",
+        help="another identity that may write gpu2dra's templates, as the API server names it "
+        "(system:serviceaccount:NS:NAME, a user); repeatable",
+    )
+    serve.add_argument(
         "--api-timeout",
         type=float,
         default=settings["api_timeout"],
@@ -224,8 +237,15 @@ def _serve(args: argparse.Namespace) -> int:
 
     logs.configure(args.log_level, args.log_format)
     policy = load_policy(args.policy)
-    if namespace := args.namespace or _own_namespace():
+    namespace = args.namespace or _own_namespace()
+    if namespace:
         policy = policy.with_skipped(namespace)
+    writers = set(args.template_writer)
+    if args.service_account:
+        if not namespace:
+            print("gpu2dra: serve: --service-account needs --namespace", file=sys.stderr)
+            return 2
+        writers.add(f"system:serviceaccount:{namespace}:{args.service_account}")
     settings = Settings(
         policy=policy,
         offline=args.offline,
@@ -233,6 +253,7 @@ def _serve(args: argparse.Namespace) -> int:
         translate_enabled=not args.no_translate_endpoint,
         api_timeout=args.api_timeout,
         deadline=args.deadline,
+        template_writers=frozenset(writers),
     )
     listen = Listen(
         host=args.host,
