@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import fields
+from datetime import timedelta
 from pathlib import Path
 
 from app.core.catalog import Catalog
@@ -38,6 +40,15 @@ def _profiles(text: str) -> list[str]:
             f"not a MIG profile as the DRA driver spells it: {', '.join(bad)}"
         )
     return profiles
+
+
+def _duration(text: str) -> timedelta:
+    """`--min-age`: 90s, 30m, 1h, 2d, or 0."""
+    found = re.fullmatch(r"(\d+)([smhd]?)", text.strip())
+    if not found:
+        raise argparse.ArgumentTypeError(f"not a duration (90s, 30m, 1h, 2d): {text!r}")
+    unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[found[2] or "s"]
+    return timedelta(seconds=int(found[1]) * unit)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -190,6 +201,28 @@ def parser() -> argparse.ArgumentParser:
     quota.add_argument(
         "-f", "--filename", help="read ResourceQuotas from this YAML (- for stdin), not a cluster"
     )
+    prune = sub.add_parser(
+        "prune-templates",
+        help="delete gpu2dra's ResourceClaimTemplates that no pod uses (a dry run without --apply)",
+    )
+    prune.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
+    where = prune.add_mutually_exclusive_group()
+    where.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    where.add_argument(
+        "-n",
+        "--namespace",
+        help="one namespace (default: the kubeconfig context's namespace, else default)",
+    )
+    prune.add_argument(
+        "--apply", action="store_true", help="delete them; without it, only say what would go"
+    )
+    prune.add_argument(
+        "--min-age",
+        type=_duration,
+        default=_duration("1h"),
+        help="keep templates younger than this (90s, 30m, 1h, 2d): gpu2dra makes a template "
+        "just before the pod that uses it is stored",
+    )
     return top
 
 
@@ -292,6 +325,12 @@ def _deviceclasses(args: argparse.Namespace) -> int:
     return deviceclasses.main(args)
 
 
+def _prune_templates(args: argparse.Namespace) -> int:
+    from app.troubleshoot import prune
+
+    return prune.main(args)
+
+
 def _quota(args: argparse.Namespace) -> int:
     from app.troubleshoot import quota
 
@@ -308,6 +347,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": _report,
     "deviceclasses": _deviceclasses,
     "quota": _quota,
+    "prune-templates": _prune_templates,
 }
 
 
