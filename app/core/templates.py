@@ -37,7 +37,10 @@ def owned(template: Obj) -> Owned:
 
 def spec_digest(spec: Any) -> str:
     """The full SHA-256 of a template's `spec`, canonical JSON: equal exactly when the specs
-    are (orjson tells 1 from 1.0 and from true, which == does not)."""
+    are (orjson tells 1 from 1.0 and from true, which == does not). The API server writes
+    the claims' empty ObjectMeta as `metadata: {}`, which gpu2dra leaves out: the same."""
+    if isinstance(spec, dict) and spec.get("metadata") == {}:
+        spec = {k: v for k, v in spec.items() if k != "metadata"}
     return hashlib.sha256(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
