@@ -219,7 +219,7 @@ def parser() -> argparse.ArgumentParser:
     prune.add_argument(
         "--min-age",
         type=_duration,
-        default=_duration("1h"),
+        default="1h",
         help="keep templates younger than this (90s, 30m, 1h, 2d): gpu2dra makes a template "
         "just before the pod that uses it is stored",
     )

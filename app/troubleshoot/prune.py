@@ -133,7 +133,7 @@ def delete(
         if err.status == 409:
             return Fate(fate.namespace, fate.name, "keep", "changed since it was listed")
         raise ReadError(f"delete {fate.key}: {err.status} {err.reason}") from None
-    return Fate(fate.namespace, fate.name, "delete", "deleted: no live pod used it")
+    return Fate(fate.namespace, fate.name, "delete", "no live pod used it")
 
 
 def main(args: argparse.Namespace) -> int:
