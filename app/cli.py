@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import fields
+from datetime import timedelta
 from pathlib import Path
 
 from app.core.catalog import Catalog
@@ -40,6 +42,15 @@ def _profiles(text: str) -> list[str]:
     return profiles
 
 
+def _duration(text: str) -> timedelta:
+    """`--min-age`: 90s, 30m, 1h, 2d, or 0."""
+    found = re.fullmatch(r"(\d+)([smhd]?)", text.strip())
+    if not found:
+        raise argparse.ArgumentTypeError(f"not a duration (90s, 30m, 1h, 2d): {text!r}")
+    unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[found[2] or "s"]
+    return timedelta(seconds=int(found[1]) * unit)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="gpu2dra", description="Move nvidia.com/gpu workloads onto Kubernetes DRA."
@@ -58,6 +69,19 @@ def parser() -> argparse.ArgumentParser:
         "--namespace",
         help="the webhook's own namespace: its pods are never changed "
         "(default: $POD_NAMESPACE, else the service account's namespace)",
+    )
+    serve.add_argument(
+        "--service-account",
+        help="the webhook's own ServiceAccount: only it (and --template-writer) may create or "
+        "update ResourceClaimTemplates named gpu2dra-* or labelled as gpu2dra's",
+    )
+    serve.add_argument(
+        "--template-writer",
+        action="append",
+        default=[],
+        metavar="USERNAME",
+        help="another identity that may write gpu2dra's templates, as the API server names it "
+        "(system:serviceaccount:NS:NAME, a user); repeatable",
     )
     serve.add_argument(
         "--api-timeout",
@@ -177,6 +201,28 @@ def parser() -> argparse.ArgumentParser:
     quota.add_argument(
         "-f", "--filename", help="read ResourceQuotas from this YAML (- for stdin), not a cluster"
     )
+    prune = sub.add_parser(
+        "prune-templates",
+        help="delete gpu2dra's ResourceClaimTemplates that no pod uses (a dry run without --apply)",
+    )
+    prune.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
+    where = prune.add_mutually_exclusive_group()
+    where.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    where.add_argument(
+        "-n",
+        "--namespace",
+        help="one namespace (default: the kubeconfig context's namespace, else default)",
+    )
+    prune.add_argument(
+        "--apply", action="store_true", help="delete them; without it, only say what would go"
+    )
+    prune.add_argument(
+        "--min-age",
+        type=_duration,
+        default="1h",
+        help="keep templates younger than this (90s, 30m, 1h, 2d): gpu2dra makes a template "
+        "just before the pod that uses it is stored",
+    )
     return top
 
 
@@ -224,8 +270,15 @@ def _serve(args: argparse.Namespace) -> int:
 
     logs.configure(args.log_level, args.log_format)
     policy = load_policy(args.policy)
-    if namespace := args.namespace or _own_namespace():
+    namespace = args.namespace or _own_namespace()
+    if namespace:
         policy = policy.with_skipped(namespace)
+    writers = set(args.template_writer)
+    if args.service_account:
+        if not namespace:
+            print("gpu2dra: serve: --service-account needs --namespace", file=sys.stderr)
+            return 2
+        writers.add(f"system:serviceaccount:{namespace}:{args.service_account}")
     settings = Settings(
         policy=policy,
         offline=args.offline,
@@ -233,6 +286,7 @@ def _serve(args: argparse.Namespace) -> int:
         translate_enabled=not args.no_translate_endpoint,
         api_timeout=args.api_timeout,
         deadline=args.deadline,
+        template_writers=frozenset(writers),
     )
     listen = Listen(
         host=args.host,
@@ -271,6 +325,12 @@ def _deviceclasses(args: argparse.Namespace) -> int:
     return deviceclasses.main(args)
 
 
+def _prune_templates(args: argparse.Namespace) -> int:
+    from app.troubleshoot import prune
+
+    return prune.main(args)
+
+
 def _quota(args: argparse.Namespace) -> int:
     from app.troubleshoot import quota
 
@@ -287,6 +347,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": _report,
     "deviceclasses": _deviceclasses,
     "quota": _quota,
+    "prune-templates": _prune_templates,
 }
 
 

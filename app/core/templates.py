@@ -22,6 +22,46 @@ CONFIG_DRIVER = "gpu.nvidia.com"
 CONFIG_API_VERSION = "resource.nvidia.com/v1beta1"
 
 
+class Owned(NamedTuple):
+    """A template as gpu2dra writes it, and the digest its live copy must have to be used:
+    the digest of the spec, computed by gpu2dra from the object, never read from it."""
+
+    name: str
+    digest: str
+    template: Obj
+
+
+def owned(template: Obj) -> Owned:
+    return Owned(template["metadata"]["name"], spec_digest(template.get("spec")), template)
+
+
+def spec_digest(spec: Any) -> str:
+    """The full SHA-256 of a template's `spec`, canonical JSON: equal exactly when the specs
+    are (orjson tells 1 from 1.0 and from true, which == does not). The API server writes
+    the claims' empty ObjectMeta as `metadata: {}`, which gpu2dra leaves out: the same."""
+    if isinstance(spec, dict) and spec.get("metadata") == {}:
+        spec = {k: v for k, v in spec.items() if k != "metadata"}
+    return hashlib.sha256(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def is_managed(obj: Any) -> bool:
+    """The object carries gpu2dra's managed-by label."""
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    key, value = next(iter(MANAGED_BY.items()))
+    return isinstance(labels, dict) and labels.get(key) == value
+
+
+def live_digest(obj: Obj) -> str | None:
+    """What a live template holds, as `Owned.digest` says it: None when it lacks gpu2dra's
+    managed-by label, which no template of gpu2dra's lacks, whatever its spec."""
+    return spec_digest(obj.get("spec")) if is_managed(obj) else None
+
+
+def is_reserved_name(name: Any) -> bool:
+    return isinstance(name, str) and name.startswith(TEMPLATE_PREFIX)
+
+
 class DeviceRequest(NamedTuple):
     """One `exactly` request: the only shape every 1.34+ cluster (and Kueue) understands."""
 

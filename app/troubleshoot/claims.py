@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from app.core.kube import Obj, dns_label
 from app.core.resources import dra_requests
-from app.core.templates import TEMPLATE_PREFIX, describe_template
+from app.core.templates import TEMPLATE_PREFIX, describe_template, is_managed
 from app.troubleshoot.allocation import Step, allocated_to, analyse_request
 from app.troubleshoot.cel.devices import devices_of
 from app.troubleshoot.client import Listed, ReadError, cannot_read
@@ -93,15 +93,14 @@ def claim_steps(facts: PodFacts) -> list[Step]:
             by = "gpu2dra's " if str(template_name).startswith(TEMPLATE_PREFIX) else ""
             if isinstance(template, ReadError):
                 steps.append(unreadable_step(f"{label}'s ResourceClaimTemplate", template))
-            elif template is None:
-                steps.append(
-                    Step(
-                        "FAIL",
-                        f"{label}: {by}ResourceClaimTemplate {namespace}/{template_name} is "
-                        "missing: no ResourceClaim can be made (FailedResourceClaimCreation)",
-                    )
-                )
+            elif template is None and not facts.claim_names.get(str(pod_claim.get("name"))):
+                steps.append(_missing_template(facts, label, by, f"{namespace}/{template_name}"))
                 continue
+            elif template is None:
+                # Its claim was made before the template went: the pod does not need it.
+                steps.append(
+                    Step("info", f"{label}: ResourceClaimTemplate {template_name} is gone")
+                )
             else:
                 steps.append(_template_step(label, by, str(template_name), template))
         claim_name = pod_claim.get("resourceClaimName") or facts.claim_names.get(
@@ -147,6 +146,31 @@ def claim_steps(facts: PodFacts) -> list[Step]:
     return steps
 
 
+def _missing_template(facts: PodFacts, label: str, by: str, key: str) -> Step:
+    """The template went after the pod was admitted (a cleanup script, a GitOps prune,
+    `gpu2dra prune-templates`): the resourceclaim controller cannot make the pod's claim."""
+    events = facts.events if isinstance(facts.events, list) else []
+    said = [
+        str(e.get("message") or "")
+        for e in events
+        if e.get("reason") == "FailedResourceClaimCreation"
+        and f"PodResourceClaim {label.removeprefix('claim ')}:" in str(e.get("message") or "")
+    ]
+    remedy = (
+        "delete the pod so that its controller recreates it: gpu2dra makes the template "
+        "again for the new pod (and for the next pod of this shape)"
+        if by
+        else "recreate the template, or the pod with a template that exists"
+    )
+    evidence = (f"kube-controller-manager: {said[-1]}",) if said else ()
+    return Step(
+        "FAIL",
+        f"{label}: {by}ResourceClaimTemplate {key} is missing: no ResourceClaim can be made "
+        "(FailedResourceClaimCreation)",
+        (*evidence, remedy),
+    )
+
+
 def _over_quota(facts: PodFacts, pod_claim: str) -> str | None:
     """`exceeded quota: q, requested: ..., used: ..., limited: ...` from the resourceclaim
     controller's latest event refusing the claim, if any."""
@@ -164,6 +188,12 @@ def _over_quota(facts: PodFacts, pod_claim: str) -> str | None:
 
 def _template_step(label: str, by: str, name: str, template: Obj) -> Step:
     wants = describe_template(template)
+    if by and not is_managed(template):
+        return Step(
+            "WARN",
+            f"{label}: ResourceClaimTemplate {name} ({wants}) has gpu2dra's name but not its "
+            "label app.kubernetes.io/managed-by=gpu2dra: gpu2dra did not make it",
+        )
     return Step("ok", f"{label}: {by}ResourceClaimTemplate {name} exists ({wants})")
 
 

@@ -388,7 +388,7 @@ def _kind_of(plural: str) -> str:
 def main(args: argparse.Namespace) -> int:
     reader = connect(args.kubeconfig)
     policy, _ = cluster_policy(reader, args.policy)
-    namespace = None if args.all_namespaces else (args.namespace or _current_namespace(args))
+    namespace = None if args.all_namespaces else (args.namespace or current_namespace(args))
     namespaces, objects, catalog, unreadable = gather(reader, namespace, policy)
     report = build(namespaces, objects, policy, catalog, unreadable)
     if args.output == "json":
@@ -400,7 +400,7 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _current_namespace(args: argparse.Namespace) -> str:
+def current_namespace(args: argparse.Namespace) -> str:
     """The kubeconfig context's namespace, like kubectl; `default` without one."""
     try:
         _, context = config.list_kube_config_contexts(

@@ -125,7 +125,7 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
         return mutator.failed(f"did not answer within {settings.deadline:g}s")
 
     def validate_(adm: AdmissionRequest) -> Decision:
-        return validate(adm, app.cluster)
+        return validate(adm, app.cluster, settings.template_writers)
 
     def validate_late(adm: AdmissionRequest) -> Verdict:
         return allow([f"gpu2dra could not check DeviceClasses within {deadline:g}s"])

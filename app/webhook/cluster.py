@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import orjson
 from kubernetes import client
@@ -24,7 +24,8 @@ from app.core.kube import Obj
 from app.core.policy import Policy
 from app.core.quota import Quota
 from app.core.resources import DraRequest, dra_requests
-from app.webhook.clusterview import ReadFailed, TemplateError
+from app.core.templates import Owned, live_digest
+from app.webhook.clusterview import ReadFailed, TemplateError, TemplateSquatted
 from app.webhook.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,32 @@ class NamespacedStore(Store[tuple[str, str], V]):
                 self._by_namespace.pop(key[0], None)
 
 
+class Cached(NamedTuple):
+    """What the cache keeps of a template: its requests (for /validate), and the digest of
+    its spec when it carries gpu2dra's label (None otherwise), computed here, on the watch's
+    thread, so that a pod's check is one comparison per template."""
+
+    requests: list[DraRequest]
+    digest: str | None
+
+
+def cached(obj: Obj) -> Cached:
+    return Cached(dra_requests((obj.get("spec") or {}).get("spec")), live_digest(obj))
+
+
+def squatted(namespace: str, name: str, found: Cached) -> TemplateSquatted:
+    asks = "; ".join(f"{r.devices or 'all'} x {r.device_class}" for r in found.requests)
+    what = (
+        "another spec"
+        if found.digest is not None
+        else "no label app.kubernetes.io/managed-by=gpu2dra"
+    )
+    return TemplateSquatted(
+        f"ResourceClaimTemplate {namespace}/{name} is not gpu2dra's ({what}; it asks for "
+        f"{asks or 'no devices'}): not used; delete it, and the next pod makes gpu2dra's"
+    )
+
+
 def _name(obj: Obj) -> str:
     return str(obj["metadata"]["name"])
 
@@ -201,11 +228,11 @@ class LiveCluster:
             timeout,
             on_change=self._refresh_catalog,
         )
-        self.templates: Store[tuple[str, str], list[DraRequest]] = Store(
+        self.templates: Store[tuple[str, str], Cached] = Store(
             "resourceclaimtemplates",
             self._resource.list_resource_claim_template_for_all_namespaces,
             _namespaced,
-            lambda o: dra_requests((o.get("spec") or {}).get("spec")),
+            cached,
             metrics,
             timeout,
         )
@@ -259,17 +286,24 @@ class LiveCluster:
     def namespace_quotas(self, namespace: str) -> Sequence[Quota]:
         return self.quotas.in_namespace(namespace)
 
-    def has_templates(self, namespace: str, templates: Iterable[Obj]) -> bool:
-        return all(
-            self.templates.get((namespace, t["metadata"]["name"])) is not None for t in templates
-        )
+    def has_templates(self, namespace: str, templates: Iterable[Owned]) -> bool:
+        get = self.templates.get
+        for t in templates:
+            found = get((namespace, t.name))
+            if found is None or found.digest != t.digest:
+                return False
+        return True
 
-    async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
+    async def ensure_templates(self, namespace: str, templates: Iterable[Owned]) -> None:
         pending = []
         for tpl in templates:
-            key = (namespace, tpl["metadata"]["name"])
-            if self.templates.get(key) is not None:
-                continue
+            key = (namespace, tpl.name)
+            found = self.templates.get(key)
+            if found is not None:
+                if found.digest == tpl.digest:
+                    continue
+                self._metrics.templates_refused.inc()
+                raise squatted(namespace, tpl.name, found)
             if key not in self._inflight:  # concurrent pods share one create
                 task = asyncio.ensure_future(asyncio.to_thread(self._create, namespace, tpl))
                 self._inflight[key] = task
@@ -281,6 +315,9 @@ class LiveCluster:
             await asyncio.wait_for(
                 asyncio.gather(*(asyncio.shield(p) for p in pending)), self._timeout
             )
+        except TemplateSquatted:
+            self._metrics.templates_refused.inc()
+            raise
         except Exception as err:
             self._metrics.template_errors.inc()
             raise TemplateError(self._failure(err)) from None
@@ -292,8 +329,12 @@ class LiveCluster:
         if not task.cancelled() and (err := task.exception()) is not None:
             log.debug("creating template %s/%s failed late: %s", *key, err)
 
-    def _create(self, namespace: str, template: Obj) -> None:
-        body = {**template, "metadata": {**template["metadata"], "namespace": namespace}}
+    def _create(self, namespace: str, template: Owned) -> None:
+        body = {
+            **template.template,
+            "metadata": {**template.template["metadata"], "namespace": namespace},
+        }
+        key = (namespace, template.name)
         self._metrics.api_calls.labels("create", "resourceclaimtemplates").inc()
         try:
             self._resource.create_namespaced_resource_claim_template(
@@ -301,16 +342,25 @@ class LiveCluster:
             )
             self._metrics.templates_created.inc()
         except ApiException as err:
-            if err.status != 409:  # AlreadyExists: another pod (or replica) made it
+            if err.status != 409:
                 raise
-        self.templates.put(
-            (namespace, template["metadata"]["name"]), dra_requests(template["spec"]["spec"])
-        )
+            # AlreadyExists: another pod (or replica) made it, or someone else did under
+            # gpu2dra's name. Only the API server's copy tells.
+            self._metrics.api_calls.labels("get", "resourceclaimtemplates").inc()
+            resp = self._resource.read_namespaced_resource_claim_template(
+                template.name, namespace, _preload_content=False, _request_timeout=self._timeout
+            )
+            found = cached(orjson.loads(resp.data))
+            self.templates.put(key, found)
+            if found.digest != template.digest:
+                raise squatted(namespace, template.name, found) from None
+            return
+        self.templates.put(key, Cached(dra_requests(body["spec"]["spec"]), template.digest))
 
     async def template_requests(self, namespace: str, name: str) -> list[DraRequest] | None:
         found = self.templates.get((namespace, name))
         if found is not None:
-            return found
+            return found.requests
         # Not in the cache: perhaps created a moment ago (by our own mutating webhook).
         read = self._resource.read_namespaced_resource_claim_template
         obj = await self._read(read, name, namespace, "resourceclaimtemplates")
@@ -363,10 +413,10 @@ class OfflineCluster:
     def namespace_quotas(self, namespace: str) -> Sequence[Quota]:
         return ()  # offline, no quota is known: the pod is translated as asked
 
-    def has_templates(self, namespace: str, templates: Iterable[Obj]) -> bool:
+    def has_templates(self, namespace: str, templates: Iterable[Owned]) -> bool:
         return True  # offline, templates are returned, never created
 
-    async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
+    async def ensure_templates(self, namespace: str, templates: Iterable[Owned]) -> None:
         return None
 
     async def template_requests(self, namespace: str, name: str) -> list[DraRequest] | None:

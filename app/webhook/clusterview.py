@@ -7,13 +7,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from app.core.catalog import Catalog
-from app.core.kube import Obj
 from app.core.quota import Quota
 from app.core.resources import DraRequest
+from app.core.templates import Owned
 
 
 class TemplateError(Exception):
     """A ResourceClaimTemplate could not be made sure of (RBAC, API down, too slow)."""
+
+
+class TemplateSquatted(TemplateError):
+    """A template under the name gpu2dra would use is not gpu2dra's: another spec, or not
+    its managed-by label. It is never referenced; the message names it and what it holds."""
 
 
 class ReadFailed(Exception):
@@ -33,11 +38,14 @@ class ClusterView(Protocol):
     def namespace_quotas(self, namespace: str) -> Sequence[Quota]:
         """The namespace's ResourceQuotas (from the cache: no API call); () for none."""
 
-    def has_templates(self, namespace: str, templates: Iterable[Obj]) -> bool:
-        """Each template is known to exist in `namespace` (from the cache: no API call)."""
+    def has_templates(self, namespace: str, templates: Iterable[Owned]) -> bool:
+        """Each template is known to exist in `namespace` as gpu2dra writes it: its name,
+        gpu2dra's label and exactly its spec (from the cache: no API call)."""
 
-    async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
-        """Make sure each template exists in `namespace`; raise TemplateError if not."""
+    async def ensure_templates(self, namespace: str, templates: Iterable[Owned]) -> None:
+        """Make sure each template exists in `namespace` as gpu2dra writes it; raise
+        TemplateSquatted if one of the name is not gpu2dra's, TemplateError if it could not
+        be made sure of."""
 
     async def template_requests(self, namespace: str, name: str) -> list[DraRequest] | None:
         """The requests of a ResourceClaimTemplate; None if absent;

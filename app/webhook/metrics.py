@@ -75,6 +75,11 @@ class Metrics:
         self.templates_created = Counter(
             "gpu2dra_templates_created", "ResourceClaimTemplates created.", registry=r
         )
+        self.templates_refused = Counter(
+            "gpu2dra_templates_refused",
+            "Pods left unchanged because a template under gpu2dra's name is not gpu2dra's.",
+            registry=r,
+        )
         self.template_errors = Counter(
             "gpu2dra_template_errors", "Failures to make sure of a template.", registry=r
         )

@@ -30,8 +30,9 @@ from app.core.policy import Mode, Policy
 from app.core.quota import Use, quota_warning, unguarded
 from app.core.resources import asks_extended_resources
 from app.core.scope import skip_reason
+from app.core.templates import Owned, owned
 from app.core.translate import VISIBLE_DEVICES, describe, translate
-from app.webhook.clusterview import ClusterView, TemplateError
+from app.webhook.clusterview import ClusterView, TemplateError, TemplateSquatted
 from app.webhook.reviews import (
     AdmissionRequest,
     Answer,
@@ -89,7 +90,8 @@ class Outcome(NamedTuple):
 
     catalog: Catalog  # the one it was computed with: a new catalog can change it
     warnings: tuple[str, ...]
-    templates: tuple[Obj, ...]
+    # The templates the patch references, each with the digest its live copy must have.
+    templates: tuple[Owned, ...]
     # base64 JSON patches of the touched subtrees and the record of what they held, for a
     # pod with an annotations map and for one without; "" when nothing changes
     patch: str
@@ -171,7 +173,7 @@ class Mutator:
     def _translate(self, spec: Obj, catalog: Catalog, annotations: Annotations) -> Outcome:
         t = translate(spec, self.policy, catalog, dict(annotations))
         if not t.changed:
-            return Outcome(catalog, t.warnings, t.templates, "", "", str, in_tree=t.in_tree)
+            return Outcome(catalog, t.warnings, (), "", "", str, in_tree=t.in_tree)
         try:
             ops, value = patch_ops(spec, t), record(spec, t.touched)
             patch = encode_patch([*ops, *record_ops(value, annotated=True)])
@@ -182,7 +184,7 @@ class Mutator:
         return Outcome(
             catalog,
             t.warnings,
-            t.templates,
+            tuple(map(owned, t.templates)),
             patch,
             bare_patch,
             functools.cache(lambda: describe(spec, t)),
@@ -203,6 +205,9 @@ class Mutator:
     ) -> Verdict:
         try:
             await cluster.ensure_templates(namespace, outcome.templates)
+        except TemplateSquatted as err:
+            # Never a template gpu2dra did not make: its spec could ask for anything.
+            return self.failed(f"will not translate the pod: {err}", outcome.warnings)
         except TemplateError as err:
             why = f"could not create ResourceClaimTemplates: {err}"
             return self.failed(why, outcome.warnings)

@@ -30,6 +30,7 @@ class AdmissionRequest(TypedDict):
     oldObject: NotRequired[Obj | None]
     dryRun: NotRequired[bool]
     subResource: NotRequired[str]
+    userInfo: NotRequired[Obj]
 
 
 class Status(TypedDict):

@@ -18,6 +18,10 @@ class Settings:
     translate_enabled: bool = True
     api_timeout: float = 2.0  # each API call on the admission path
     deadline: float = 3.0  # each admission answer; well under the webhook's timeoutSeconds
+    # Who may create or update ResourceClaimTemplates named gpu2dra-* or labelled as
+    # gpu2dra's: its own identity and any the operator adds. Empty: nobody is known to be
+    # gpu2dra, and /validate reserves nothing.
+    template_writers: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

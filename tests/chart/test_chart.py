@@ -238,7 +238,12 @@ def test_mutating_webhook_settings(helm: Path) -> None:
 
 def test_validating_webhooks_see_only_what_they_can_refuse(helm: Path) -> None:
     claims, pods = of_kind(render_chart(helm), "ValidatingWebhookConfiguration")["webhooks"]
-    assert [r["operations"] for r in claims["rules"] + pods["rules"]] == [["CREATE"]] * 2
+    # and a template's UPDATE: its labels can take gpu2dra's (reserved to gpu2dra's identity)
+    assert [(r["resources"], r["operations"]) for r in claims["rules"] + pods["rules"]] == [
+        (["resourceclaims"], ["CREATE"]),
+        (["resourceclaimtemplates"], ["CREATE", "UPDATE"]),
+        (["pods"], ["CREATE"]),
+    ]
     (made,) = claims["matchConditions"]
     assert (
         "'resource.kubernetes.io/pod-claim-name' in object.metadata.annotations"

@@ -48,6 +48,9 @@ SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 DISABLED_CONTROLLERS = ("node-lifecycle-controller",)
 # The one real node (tests/node): its kubelet is system:node:<name> in system:nodes.
 REAL_NODE_NAME = "e2e-node"
+# The user of the admin kubeconfig (in system:masters): the name the API server gives to its
+# calls, and so to those of a gpu2dra run with it (tests/support/webhook.py).
+ADMIN_USER = "admin"
 
 
 def releases(k8s_dir: Path = K8S_DIR) -> list[str]:
@@ -258,7 +261,7 @@ class ControlPlane:
     def _start_apiserver(self) -> None:
         self._apiserver_port = self._apiserver_port or free_port()  # the same after a restart
         tokens = self.work_dir / "tokens.csv"
-        lines = [f'{self._admin_token},admin,admin,"system:masters"']
+        lines = [f'{self._admin_token},{ADMIN_USER},{ADMIN_USER},"system:masters"']
         lines += [
             f"{token},system:{name},system:{name}" for name, token in self._component_tokens.items()
         ]
@@ -266,7 +269,7 @@ class ControlPlane:
         lines.append(f'{self._node_token},{node_user},{node_user},"system:nodes"')
         tokens.write_text("\n".join(lines) + "\n")
         tokens.chmod(0o600)
-        self._write_kubeconfig(self._kubeconfig, "admin", self._admin_token)
+        self._write_kubeconfig(self._kubeconfig, ADMIN_USER, self._admin_token)
 
         pki = self._pki
         self._spawn(

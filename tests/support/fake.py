@@ -6,10 +6,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.core.catalog import Catalog
-from app.core.kube import Obj
 from app.core.quota import Quota
 from app.core.resources import DraRequest
-from app.webhook.clusterview import TemplateError
+from app.core.templates import Owned
+from app.webhook.clusterview import TemplateError, TemplateSquatted
 
 
 @dataclass
@@ -23,6 +23,8 @@ class FakeCluster:
     quotas: dict[str, list[Quota]] = field(default_factory=dict)
     created: list[tuple[str, str]] = field(default_factory=list)
     fail_with: str | None = None
+    # (namespace, name) of templates someone else made under gpu2dra's name
+    squatted: set[tuple[str, str]] = field(default_factory=set)
     ready: bool = True
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
@@ -31,14 +33,18 @@ class FakeCluster:
     def namespace_quotas(self, namespace: str) -> Sequence[Quota]:
         return self.quotas.get(namespace, ())
 
-    def has_templates(self, namespace: str, templates: Iterable[Obj]) -> bool:
+    def has_templates(self, namespace: str, templates: Iterable[Owned]) -> bool:
         return False  # every pod's templates are "created", and recorded in `created`
 
-    async def ensure_templates(self, namespace: str, templates: Iterable[Obj]) -> None:
+    async def ensure_templates(self, namespace: str, templates: Iterable[Owned]) -> None:
         if self.fail_with:
             raise TemplateError(self.fail_with)
         for tpl in templates:
-            self.created.append((namespace, tpl["metadata"]["name"]))
+            if (namespace, tpl.name) in self.squatted:
+                raise TemplateSquatted(
+                    f"ResourceClaimTemplate {namespace}/{tpl.name} is not gpu2dra's"
+                )
+            self.created.append((namespace, tpl.name))
 
     async def template_requests(self, namespace: str, name: str) -> list[DraRequest] | None:
         return self.templates.get((namespace, name))

@@ -23,7 +23,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.controlplane import REPO_ROOT
+from tests.support.controlplane import ADMIN_USER, REPO_ROOT
 from tests.support.ports import free_port
 
 CHART = REPO_ROOT / "charts" / "gpu2dra"
@@ -120,6 +120,9 @@ class Webhook:
             str(self.policy),
             "--namespace",
             RELEASE_NAMESPACE,
+            # It runs with the admin kubeconfig: that is the identity its templates come from.
+            "--template-writer",
+            ADMIN_USER,
             *args,
         ]
         with self.log.open("ab") as log:

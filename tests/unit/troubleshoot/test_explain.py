@@ -73,7 +73,10 @@ def test_free_devices_point_at_the_scheduler() -> None:
 
 def test_claim_not_created_yet_and_gated_pod() -> None:
     template = {
-        "metadata": {"name": "gpu2dra-gpu-x1-abc"},
+        "metadata": {
+            "name": "gpu2dra-gpu-x1-abc",
+            "labels": {"app.kubernetes.io/managed-by": "gpu2dra"},
+        },
         "spec": {
             "spec": {
                 "devices": {
@@ -325,3 +328,49 @@ def test_a_pending_translated_pod_that_could_preempt_is_told_it_cannot() -> None
     never = {**spec, "preemptionPolicy": "Never"}
     quiet = explain(replace(facts, pod={**facts.pod, "spec": never}), load_policy(None)).steps
     assert not any("preempt" in s.text for s in quiet)
+
+
+def _claimed_pod() -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {
+            "resourceClaims": [{"name": "main-gpu", "resourceClaimTemplateName": "gpu2dra-t"}],
+            "containers": [{"name": "main", "resources": {"claims": [{"name": "main-gpu"}]}}],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_a_template_gone_after_admission_is_explained_with_the_controllers_event() -> None:
+    message = (
+        'PodResourceClaim main-gpu: resource claim template "gpu2dra-t": '
+        'resourceclaimtemplate.resource.k8s.io "gpu2dra-t" not found'
+    )
+    event = {"type": "Warning", "reason": "FailedResourceClaimCreation", "message": message}
+    facts = PodFacts(
+        pod=_claimed_pod(),
+        namespace_labels={"gpu2dra.io/migration": "enabled"},
+        device_classes=list(CLASSES.values()),
+        templates={"gpu2dra-t": None},
+        events=[event],
+    )
+    step = explain(facts, load_policy(None)).steps[1]
+    assert (step.state, step.text) == (
+        "FAIL",
+        "claim main-gpu: gpu2dra's ResourceClaimTemplate ml/gpu2dra-t is missing: no "
+        "ResourceClaim can be made (FailedResourceClaimCreation)",
+    )
+    assert step.details[0] == f"kube-controller-manager: {message}"
+    assert "gpu2dra makes the template again for the new pod" in step.details[1]
+
+
+def test_a_template_under_gpu2dras_name_without_its_label_is_flagged() -> None:
+    template = {"metadata": {"name": "gpu2dra-t"}, "spec": {"spec": {"devices": {"requests": []}}}}
+    facts = PodFacts(
+        pod=_claimed_pod(),
+        namespace_labels={"gpu2dra.io/migration": "enabled"},
+        device_classes=list(CLASSES.values()),
+        templates={"gpu2dra-t": template},
+    )
+    step = explain(facts, load_policy(None)).steps[1]
+    assert step.state == "WARN" and "gpu2dra did not make it" in step.text

@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from app.core.templates import owned
 from app.webhook.cluster import LiveCluster, Store
 from app.webhook.clusterview import ReadFailed, TemplateError
 from app.webhook.metrics import Metrics
@@ -151,7 +152,7 @@ def test_a_create_that_fails_after_every_waiter_left_is_not_logged_as_lost(
 
     cluster = LiveCluster(client.ApiClient(), Metrics(), timeout=0.05)
     cluster._resource.create_namespaced_resource_claim_template = create
-    template = {"metadata": {"name": "t"}, "spec": {"spec": {"devices": {"requests": []}}}}
+    template = owned({"metadata": {"name": "t"}, "spec": {"spec": {"devices": {"requests": []}}}})
 
     async def scenario() -> None:
         with pytest.raises(TemplateError, match="did not answer"):

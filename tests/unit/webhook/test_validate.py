@@ -4,6 +4,9 @@ DeviceClass which does not exist are denied, against an in-memory cluster."""
 from __future__ import annotations
 
 import copy
+from typing import Any
+
+import pytest
 
 from app.core.resources import DraRequest
 from app.webhook.validate import validate
@@ -121,5 +124,98 @@ def test_pod_referencing_a_template_not_yet_created_is_allowed_with_warning() ->
 def test_delete_is_not_validated() -> None:
     req = request(
         V1_TEMPLATE, operation="DELETE", kind="ResourceClaimTemplate", group="resource.k8s.io"
+    )
+    assert run(validate(req, FakeCluster())) == {"allowed": True}
+
+
+# ---- gpu2dra's name space is reserved to gpu2dra's identity -------------------------------
+
+GPU2DRA = "system:serviceaccount:gpu2dra-system:gpu2dra"
+WRITERS = frozenset({GPU2DRA, "ops-bot"})
+
+
+def template(name: str = "gpu2dra-gpu-x1-0123456789", **labels: str) -> Any:
+    spec = {
+        "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}
+    }
+    return {"metadata": {"name": name, "namespace": "ml", "labels": labels}, "spec": {"spec": spec}}
+
+
+def by(user: str, obj: Any, operation: str = "CREATE", **extra: Any) -> Any:
+    return request(
+        obj,
+        operation=operation,
+        kind="ResourceClaimTemplate",
+        group="resource.k8s.io",
+        userInfo={"username": user, "groups": ["system:authenticated"]},
+        **extra,
+    )
+
+
+@pytest.mark.parametrize(
+    ("obj", "carries"),
+    [
+        (template(), "the name prefix 'gpu2dra-'"),
+        (template("mine", **{"app.kubernetes.io/managed-by": "gpu2dra"}), "the label"),
+        ({**template(), "metadata": {"generateName": "gpu2dra-", "namespace": "ml"}}, "prefix"),
+    ],
+)
+def test_gpu2dras_prefix_and_label_are_refused_to_others(obj: Any, carries: str) -> None:
+    answer = run(validate(by("mallory", obj), FakeCluster(), WRITERS))
+    assert not answer["allowed"]
+    message = answer["status"]["message"]
+    assert carries in message and "reserved to gpu2dra" in message and "'mallory'" in message
+    assert GPU2DRA in message
+
+
+def test_an_update_that_takes_gpu2dras_label_off_is_refused() -> None:
+    old = template("mine", **{"app.kubernetes.io/managed-by": "gpu2dra"})
+    answer = run(
+        validate(by("mallory", template("mine"), "UPDATE", oldObject=old), FakeCluster(), WRITERS)
+    )
+    assert not answer["allowed"] and "the label" in answer["status"]["message"]
+
+
+def test_an_update_that_adds_gpu2dras_label_is_refused() -> None:
+    new = template("mine", **{"app.kubernetes.io/managed-by": "gpu2dra"})
+    answer = run(
+        validate(by("mallory", new, "UPDATE", oldObject=template("mine")), FakeCluster(), WRITERS)
+    )
+    assert not answer["allowed"]
+
+
+@pytest.mark.parametrize("user", [GPU2DRA, "ops-bot"])
+def test_gpu2dra_and_the_extra_writers_may(user: str) -> None:
+    obj = template(**{"app.kubernetes.io/managed-by": "gpu2dra"})
+    assert run(validate(by(user, obj), FakeCluster(), WRITERS)) == {"allowed": True}
+    assert run(validate(by(user, obj, "UPDATE", oldObject=obj), FakeCluster(), WRITERS)) == {
+        "allowed": True
+    }
+
+
+def test_other_templates_are_anyones() -> None:
+    assert run(validate(by("mallory", template("mine")), FakeCluster(), WRITERS)) == {
+        "allowed": True
+    }
+
+
+def test_nothing_is_reserved_when_no_identity_is_known_to_be_gpu2dra() -> None:
+    assert run(validate(by("mallory", template()), FakeCluster())) == {"allowed": True}
+
+
+def test_a_request_without_a_username_is_refused() -> None:
+    req = by("x", template())
+    del req["userInfo"]
+    assert not run(validate(req, FakeCluster(), WRITERS))["allowed"]
+
+
+def test_an_update_is_not_refused_for_a_device_class_gone_since_create() -> None:
+    obj = copy.deepcopy(V1_TEMPLATE)
+    req = request(
+        obj,
+        operation="UPDATE",
+        kind="ResourceClaimTemplate",
+        group="resource.k8s.io",
+        oldObject=obj,
     )
     assert run(validate(req, FakeCluster())) == {"allowed": True}
