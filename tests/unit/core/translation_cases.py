@@ -625,16 +625,19 @@ FAIL_CLOSED_CASES = [
     Case(
         "an ignored node label stays a node term; the GFD ones are translated",
         {
-            "nodeSelector": {"nvidia.com/gpu.present": "true", PRODUCT: "NVIDIA-A100-SXM4-40GB"},
+            "nodeSelector": {
+                "nvidia.com/gpu.deploy.dcgm": "true",
+                PRODUCT: "NVIDIA-A100-SXM4-40GB",
+            },
             "containers": [container("c", gpu(1))],
         },
         {
-            "nodeSelector": {"nvidia.com/gpu.present": "true"},
+            "nodeSelector": {"nvidia.com/gpu.deploy.dcgm": "true"},
             "containers": [claimed("c", "c-gpu")],
             "resourceClaims": [pod_claim("c-gpu", tpl("gpu", GPU, 1, PRODUCT_A100))],
         },
         [("gpu", GPU, 1, (PRODUCT_A100,))],
-        policy={"ignoreKeys": ["nvidia.com/gpu.present"]},
+        policy={"ignoreKeys": ["nvidia.com/gpu.deploy.dcgm"]},
     ),
     Case(
         "node labels outside the watched domains stay node terms",

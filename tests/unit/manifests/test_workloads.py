@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from app.core.catalog import Catalog
-from app.core.policy import Policy
+from app.core.policy import Policy, parse_policy
 from app.manifests.documents import translate_documents
 from app.manifests.render import translate_text
 
@@ -210,6 +210,9 @@ def test_queues_are_told_what_to_count(policy: Policy, catalog: Catalog) -> None
     assert len(notes) == 1
     volcano = _job()
     volcano["spec"]["template"]["spec"]["schedulerName"] = "volcano"
+    (left,) = _run(volcano, policy, catalog)[1]  # by default: no scheduler known for claims
+    assert "spec.schedulerName 'volcano' is not a scheduler known to allocate DRA claims" in left
+    policy = parse_policy({"draSchedulers": ["default-scheduler", "volcano"]})
     (note,) = _run(volcano, policy, catalog)[1]
     assert "capacity.DynamicResourceAllocationEnable" in note
     assert "deviceclass/gpu.nvidia.com" in note
