@@ -1,0 +1,120 @@
+"""Fail closed, on the real control plane: a pod gpu2dra cannot translate whole (one container
+it cannot translate, a GPU scheduler's annotation, a scheduler that allocates no claims) is
+admitted as it is, with a warning that names what stopped it, and is scheduled through the
+device plugin; `explain` says why. HAMi's card selection becomes device selectors that the
+real scheduler follows."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.e2e.inspecting import gpu2dra
+from tests.support.cluster import (
+    add_gpu_node,
+    create_node,
+    gpu_pod,
+    label,
+    read_pod,
+    wait_for,
+)
+from tests.support.controlplane import ControlPlane
+from tests.support.webhook import Webhook
+
+Obj = dict[str, Any]
+pytestmark = pytest.mark.every_release
+LEFT = "pod left as is"
+
+
+def bound(api: client.ApiClient, namespace: str, name: str) -> str | None:
+    node = read_pod(api, namespace, name)["spec"].get("nodeName")
+    return str(node) if node else None
+
+
+def two_containers(name: str, second: Obj) -> Obj:
+    """A pod whose first container gpu2dra could translate, and `second` beside it."""
+    pod = gpu_pod(name, {"nvidia.com/gpu": 1})
+    pod["spec"]["containers"].append({"name": "side", "image": "cuda:12", **second})
+    return pod
+
+
+@pytest.mark.parametrize("case", ["companion", "scheduler", "annotation"])
+def test_a_pod_that_cannot_move_whole_stays_on_the_device_plugin(
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    webhook: Webhook,
+    namespace: str,
+    gpu_nodes: list[str],
+    case: str,
+) -> None:
+    label(api_client, namespace, "enabled")
+    add_gpu_node(api_client, gpu_nodes, gpus=2)
+    # A device-plugin node, with HAMi's cores beside its GPUs (as HAMi's device plugin offers)
+    plugin = f"plugin-{uuid.uuid4().hex[:6]}"
+    create_node(api_client, plugin, extended={"nvidia.com/gpu": "2", "nvidia.com/gpucores": "200"})
+    gpu_nodes.append(plugin)
+    pod, said = {
+        "companion": (
+            two_containers("p", {"resources": {"limits": {"nvidia.com/gpucores": "30"}}}),
+            "container 'side' asks for nvidia.com/gpucores: no mapping covers it",
+        ),
+        "scheduler": (
+            gpu_pod("p", {"nvidia.com/gpu": 1}, schedulerName="hami-scheduler"),
+            "spec.schedulerName 'hami-scheduler' is not a scheduler known to allocate DRA claims",
+        ),
+        "annotation": (
+            {
+                **gpu_pod("p", {"nvidia.com/gpu": 1}),
+                "metadata": {"name": "p", "annotations": {"nvidia.com/vgpu-mode": "mig"}},
+            },
+            "annotation nvidia.com/vgpu-mode is read by a GPU scheduler",
+        ),
+    }[case]
+    stored, warnings = control_plane.create(namespace, pod)
+    assert said in warnings and LEFT in warnings, warnings
+    assert "resourceClaims" not in stored["spec"]
+
+    def limits(p: Obj) -> list[Obj]:
+        return [
+            {k: str(v) for k, v in c["resources"]["limits"].items()}
+            for c in p["spec"]["containers"]
+        ]
+
+    assert limits(stored) == limits(pod)
+    if case != "scheduler":  # no hami-scheduler runs here to bind it
+        node = wait_for(lambda: bound(api_client, namespace, "p"), 60, "the pod to bind")
+        assert node == plugin, "scheduled through the device plugin"
+    explained = gpu2dra(control_plane.kubeconfig, "explain", "pod", "p", "-n", namespace, check=0)
+    assert "gpu2dra leaves this pod as it is" in explained.stdout, explained.stdout
+    assert said in explained.stdout, explained.stdout
+
+
+def test_hami_card_selection_becomes_device_selectors(
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    webhook: Webhook,
+    namespace: str,
+    gpu_nodes: list[str],
+) -> None:
+    """nvidia.com/nouse-gputype: A100 keeps the pod off A100s, as HAMi would: on a node of two
+    A100s the claim cannot be allocated; with use-gputype: A100 it can."""
+    label(api_client, namespace, "enabled")
+    add_gpu_node(api_client, gpu_nodes, gpus=2)  # A100-SXM4-40GB
+    for name, key in (("picky", "nvidia.com/nouse-gputype"), ("fits", "nvidia.com/use-gputype")):
+        pod = gpu_pod(name, {"nvidia.com/gpu": 1})
+        pod["metadata"]["annotations"] = {key: "A100"}
+        stored, _ = control_plane.create(namespace, pod)
+        assert stored["spec"]["resourceClaims"], f"{name} is translated"
+    wait_for(lambda: bound(api_client, namespace, "fits"), 60, "the A100 pod to bind")
+
+    def unschedulable() -> str | None:
+        for c in read_pod(api_client, namespace, "picky").get("status", {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
+                return str(c.get("message"))
+        return None
+
+    assert "cannot allocate all claims" in wait_for(unschedulable, 60, "the scheduler's verdict")
+    assert bound(api_client, namespace, "picky") is None
