@@ -10,9 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
-
-import orjson
+from typing import NamedTuple
 
 from app.core.catalog import Catalog
 from app.core.failclosed import Annotations, watched_annotations
@@ -30,8 +28,9 @@ from app.core.policy import Mode, Policy
 from app.core.quota import Use, quota_warning, unguarded
 from app.core.resources import asks_extended_resources
 from app.core.scope import skip_reason
+from app.core.shape import shape_of
 from app.core.templates import Owned, owned
-from app.core.translate import VISIBLE_DEVICES, describe, translate
+from app.core.translate import describe, translate
 from app.webhook.clusterview import ClusterView, TemplateError, TemplateSquatted
 from app.webhook.reviews import (
     AdmissionRequest,
@@ -46,43 +45,7 @@ from app.webhook.verdicts import Decision, Verdict, allow, deny
 AUDIT_ANNOTATION = "gpu2dra.io/would-translate"
 
 
-_VISIBLE_DEVICES = VISIBLE_DEVICES.encode()  # as JSON writes it: ASCII letters are never escaped
 MEMO_SIZE = 1024  # pod shapes remembered: a cluster runs far fewer distinct GPU workloads
-
-
-def shape_of(spec: Obj, annotations: Annotations = ()) -> bytes:
-    """Everything translate() reads of a pod spec and of its `watched_annotations`, as bytes:
-    replicas of a workload share it, and so do the workers of a training job, which differ in
-    the rank in their env or args (and in annotations of no GPU vendor's domain)."""
-    parts: list[Any] = [
-        spec.get("resourceClaims"),
-        spec.get("nodeSelector"),
-        spec.get("affinity"),
-        spec.get("priorityClassName"),
-        spec.get("preemptionPolicy"),
-        spec.get("schedulerName"),
-        annotations,
-    ]
-    said: list[Any] = []  # the containers' env, command and args
-    for name in ("containers", "initContainers"):
-        items = spec.get(name)
-        if isinstance(items, list):
-            read: list[Any] = []
-            for c in items:
-                if isinstance(c, dict):
-                    # What translate() reads of a container: the rest (image, mounts, a per-pod
-                    # volume name) differs between replicas without changing their translation.
-                    get = c.get
-                    read.append((get("name"), get("resources"), get("restartPolicy")))
-                    said.append((get("env"), get("command"), get("args")))
-                else:
-                    read.append((c,))  # one item, where a container's read is three
-            items = read
-        parts.append(items)
-    # Of env, command and args, translate() only asks whether they name NVIDIA_VISIBLE_DEVICES:
-    # when none does, they are left out (one JSON document, where the key is two otherwise).
-    shape, words = orjson.dumps(parts), orjson.dumps(said)
-    return shape + words if _VISIBLE_DEVICES in words else shape
 
 
 class Outcome(NamedTuple):
