@@ -226,11 +226,16 @@ def _translate_one(
             note(text)
         if not workloads.known(doc):
             note(
-                f"{kind} is a kind gpu2dra has no rule for: its pod specs were translated as "
+                f"{kind} {NO_RULE}: its pod specs were translated as "
                 "found; if its controller reads GPU counts from them (as KubeRay and Kubeflow "
                 "Trainer do), apply it untranslated and let admission translate its pods"
             )
     return translated
+
+
+# The note for a kind no rule knows: a manifest's concern, not a live object's, whose pods
+# admission translates whatever its kind.
+NO_RULE = "is a kind gpu2dra has no rule for"
 
 
 def _rewrite(

@@ -27,7 +27,7 @@ from app.core.priority import preempting_class
 from app.core.resources import legacy_devices
 from app.core.scope import NEVER_CHANGED, namespace_mode, never_changed
 from app.core.templates import describe_template
-from app.manifests.documents import IN_TREE, translate_documents
+from app.manifests.documents import IN_TREE, NO_RULE, translate_documents
 from app.manifests.podspecs import TooDeep, pod_specs
 from app.troubleshoot.client import (
     RESOURCE,
@@ -127,7 +127,11 @@ def workload_of(
         gpus=dict(sorted(gpus.items())),
         templates=[f"{name}: {describe_template(t)}" for (_, name), t in result.templates.items()],
         warnings=list(
-            dict.fromkeys(n.text for n in result.notes if not n.text.startswith(IN_TREE))
+            dict.fromkeys(
+                n.text
+                for n in result.notes
+                if not n.text.startswith(IN_TREE) and NO_RULE not in n.text
+            )
         ),
         path="in-tree" if native else "device plugin",
         translates=bool(result.templates),
@@ -155,6 +159,8 @@ def build(
     rows: dict[str, list[Workload]] = {}
     seen_owners: set[str] = set()
     for kind, obj in objects:
+        # Listed items carry no kind: the manifest rules, which know kinds, need it.
+        obj = obj if "kind" in obj else {"kind": kind, **obj}
         meta = obj["metadata"]
         owner = _controller(obj)
         shown_kind, shown_name, through = kind, str(meta.get("name")), ""

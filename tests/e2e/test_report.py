@@ -174,7 +174,7 @@ def test_every_workload_at_the_top(control_plane: ControlPlane, workloads: dict[
     assert rows["TrainJob/llm"]["gpus"] == {"nvidia.com/gpu": 4}
     assert rows["TrainJob/llm"]["templates"][0].startswith("gpu2dra-gpu-x4-")
     assert rows["TrainJob/llm"]["templates"][0].endswith(": 4 x gpu.nvidia.com")
-    assert all(not w["warnings"] for w in rows.values())
+    assert {k: w["warnings"] for k, w in rows.items() if w["warnings"]} == {}
 
     audit = mine[workloads["audit"]]
     assert audit["mode"] == "audit"
@@ -203,9 +203,10 @@ def test_one_namespace_as_table_and_csv(
     table = gpu2dra(control_plane.kubeconfig, "report", "-n", ns, check=0).stdout
     lines = table.splitlines()
     assert lines[0].split() == [
-        *("NAMESPACE", "MODE", "WORKLOAD", "GPUS", "PER", "POD", "SERVED", "BY", "WARNINGS")
+        *("NAMESPACE", "MODE", "WORKLOAD", "GPUS", "PER", "POD", "SERVED", "BY", "PREEMPTS"),
+        "WARNINGS",
     ]
-    plugin = ["device", "plugin"]
+    plugin = ["device", "plugin", "-"]
     assert lines[1].split() == [ns, "audit", "Pod/mig", "nvidia.com/mig-1g.5gb=1", *plugin, "0"]
     assert lines[3].split() == [
         *(ns, "audit", "StatefulSet/db", "nvidia.com/gpu=1", "x1", *plugin, "1")
