@@ -118,7 +118,11 @@ def shape(root: Any) -> Shape:
 
 
 def usable(text: str) -> bool:
-    """Whether the parser's line numbers are the lines of `text` split at `\\n`."""
+    """Whether the parser's line numbers are the lines of `text` split at `\\n`, and its
+    text can be written back as read: libyaml takes a tab inside a plain scalar that PyYAML's
+    own scanner refuses, so a stream with tabs is written anew."""
+    if "\t" in text:
+        return False
     if "\r" in text.replace("\r\n", "") or any(c in text for c in "\x85\u2028\u2029"):
         return False
     return not any(line.startswith("%") for line in text.split("\n"))

@@ -156,3 +156,14 @@ def test_a_multi_line_string_a_block_cannot_hold_is_quoted(
     text = "# a comment\n" + yaml.safe_dump(pod)
     _same_as_json(text, policy, catalog)
     assert _yaml(text, policy, catalog).startswith("# a comment\n")
+
+
+def test_a_tab_in_a_plain_scalar_is_written_anew(policy: Policy, catalog: Catalog) -> None:
+    """libyaml reads `a<TAB>b: v1` as a key that PyYAML's own scanner refuses: such a stream
+    is not written back as read (the fuzzer found it)."""
+    body = "a\tb: v1\nkind: Pod\n---\nkind: Pod\nmetadata: {name: p}\n"
+    out = translate_text(body, policy, catalog, "ml", "enabled", "yaml")
+    assert list(yaml.safe_load_all(out.body)) == [
+        {"a\tb": "v1", "kind": "Pod"},
+        {"kind": "Pod", "metadata": {"name": "p"}},
+    ]
