@@ -64,14 +64,17 @@ def kubeconfig_for(
     return path
 
 
-def unschedulable(api: client.ApiClient, namespace: str, name: str) -> None:
-    """Wait until the scheduler has tried the pod and given up."""
+def unschedulable(api: client.ApiClient, namespace: str, name: str) -> str:
+    """Wait until the scheduler has tried the pod and given up; its message."""
 
-    def judged() -> bool:
+    def judged() -> str | None:
         pod = client.CoreV1Api(api).read_namespaced_pod(name, namespace)
-        return any(c.reason == "Unschedulable" for c in pod.status.conditions or [])
+        for c in pod.status.conditions or []:
+            if c.reason == "Unschedulable":
+                return str(c.message)
+        return None
 
-    wait_for(judged, 60, f"the scheduler to give up on {namespace}/{name}")
+    return wait_for(judged, 60, f"the scheduler to give up on {namespace}/{name}")
 
 
 def pod_template(resources: Obj, **container: Any) -> Obj:

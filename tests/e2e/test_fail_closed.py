@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.e2e.inspecting import gpu2dra
+from tests.e2e.inspecting import gpu2dra, unschedulable
 from tests.support.cluster import (
     add_gpu_node,
     create_node,
     gpu_pod,
     label,
     read_pod,
-    wait_for,
+    wait_for_pod_scheduled,
 )
 from tests.support.controlplane import ControlPlane
 from tests.support.webhook import Webhook
@@ -27,11 +27,6 @@ from tests.support.webhook import Webhook
 Obj = dict[str, Any]
 pytestmark = pytest.mark.every_release
 LEFT = "pod left as is"
-
-
-def bound(api: client.ApiClient, namespace: str, name: str) -> str | None:
-    node = read_pod(api, namespace, name)["spec"].get("nodeName")
-    return str(node) if node else None
 
 
 def two_containers(name: str, second: Obj) -> Obj:
@@ -85,7 +80,7 @@ def test_a_pod_that_cannot_move_whole_stays_on_the_device_plugin(
 
     assert limits(stored) == limits(pod)
     if case != "scheduler":  # no hami-scheduler runs here to bind it
-        node = wait_for(lambda: bound(api_client, namespace, "p"), 60, "the pod to bind")
+        node = wait_for_pod_scheduled(api_client, namespace, "p")["spec"]["nodeName"]
         assert node == plugin, "scheduled through the device plugin"
     explained = gpu2dra(control_plane.kubeconfig, "explain", "pod", "p", "-n", namespace, check=0)
     assert "gpu2dra leaves this pod as it is" in explained.stdout, explained.stdout
@@ -108,13 +103,7 @@ def test_hami_card_selection_becomes_device_selectors(
         pod["metadata"]["annotations"] = {key: "A100"}
         stored, _ = control_plane.create(namespace, pod)
         assert stored["spec"]["resourceClaims"], f"{name} is translated"
-    wait_for(lambda: bound(api_client, namespace, "fits"), 60, "the A100 pod to bind")
+    wait_for_pod_scheduled(api_client, namespace, "fits")
 
-    def unschedulable() -> str | None:
-        for c in read_pod(api_client, namespace, "picky").get("status", {}).get("conditions") or []:
-            if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
-                return str(c.get("message"))
-        return None
-
-    assert "cannot allocate all claims" in wait_for(unschedulable, 60, "the scheduler's verdict")
-    assert bound(api_client, namespace, "picky") is None
+    assert "cannot allocate all claims" in unschedulable(api_client, namespace, "picky")
+    assert not read_pod(api_client, namespace, "picky")["spec"].get("nodeName")

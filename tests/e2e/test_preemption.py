@@ -18,7 +18,7 @@ from kubernetes import client
 from app.core.catalog import Catalog
 from app.core.policy import load_policy, parse_policy
 from app.core.translate import translate
-from tests.e2e.inspecting import gpu2dra
+from tests.e2e.inspecting import gpu2dra, unschedulable
 from tests.support.cluster import (
     add_device_plugin_node,
     add_gpu_node,
@@ -26,6 +26,7 @@ from tests.support.cluster import (
     label,
     read_pod,
     wait_for,
+    wait_for_pod_scheduled,
 )
 from tests.support.controlplane import ControlPlane
 from tests.support.webhook import Webhook
@@ -58,25 +59,12 @@ def on(node: str, pod: Obj) -> Obj:
     return pod
 
 
-def bound(api: client.ApiClient, namespace: str, name: str) -> Obj | None:
-    pod = read_pod(api, namespace, name)
-    return pod if pod["spec"].get("nodeName") else None
-
-
 def gone_or_going(api: client.ApiClient, namespace: str, name: str) -> bool:
     try:
         pod = read_pod(api, namespace, name)
     except client.ApiException as err:
         return bool(err.status == 404)
     return bool(pod["metadata"].get("deletionTimestamp"))
-
-
-def unschedulable(api: client.ApiClient, namespace: str, name: str) -> str | None:
-    conditions = read_pod(api, namespace, name).get("status", {}).get("conditions") or []
-    for c in conditions:
-        if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
-            return str(c.get("message"))
-    return None
 
 
 def test_a_preempting_pod_is_left_where_it_still_preempts(
@@ -94,7 +82,7 @@ def test_a_preempting_pod_is_left_where_it_still_preempts(
     node = add_device_plugin_node(api_client, gpu_nodes, gpus=1)
     victim = on(node, gpu_pod("victim", GPU, priorityClassName=low))
     control_plane.create(legacy, victim)
-    wait_for(lambda: bound(api_client, legacy, "victim"), 60, "the low-priority pod to bind")
+    wait_for_pod_scheduled(api_client, legacy, "victim")
 
     stored, _ = control_plane.create(enabled, on(node, gpu_pod("urgent", GPU)))
     assert "resourceClaims" in stored["spec"], "a pod without a priority class is translated"
@@ -108,7 +96,7 @@ def test_a_preempting_pod_is_left_where_it_still_preempts(
     assert "pod left on the device plugin (policy preemptingPods: leave" in warnings
     # The device plugin's GPU is freed by preemption: the victim goes, the urgent pod binds.
     wait_for(lambda: gone_or_going(api_client, legacy, "victim"), 60, "the victim's preemption")
-    wait_for(lambda: bound(api_client, enabled, "urgent"), 60, "the preempting pod to bind")
+    wait_for_pod_scheduled(api_client, enabled, "urgent")
 
 
 def test_a_translated_pod_does_not_preempt_for_its_claims(
@@ -126,7 +114,7 @@ def test_a_translated_pod_does_not_preempt_for_its_claims(
     victim = on(node, gpu_pod("victim", GPU, priorityClassName=low))
     victim, _ = control_plane.create(namespace, victim)
     assert victim["spec"]["resourceClaims"], "a class that never preempts is translated"
-    wait_for(lambda: bound(api_client, namespace, "victim"), 60, "the low-priority pod to bind")
+    wait_for_pod_scheduled(api_client, namespace, "victim")
 
     # The high-priority pod as gpu2dra translates it under preemptingPods: translate.
     policy = parse_policy({"preemptingPods": "translate"})
@@ -142,13 +130,11 @@ def test_a_translated_pod_does_not_preempt_for_its_claims(
     stored, _ = control_plane.create(namespace, {**pod, "spec": done.spec})
     assert stored["spec"]["resourceClaims"] and stored["spec"]["priority"] == 1000
 
-    message = wait_for(
-        lambda: unschedulable(api_client, namespace, "urgent"), 60, "the scheduler's verdict"
-    )
+    message = unschedulable(api_client, namespace, "urgent")
     assert "cannot allocate all claims" in message and "Preemption is not helpful" in message
     time.sleep(5)  # the scheduler retries; preemption would have deleted the victim by now
     assert not gone_or_going(api_client, namespace, "victim")
-    assert bound(api_client, namespace, "urgent") is None
+    assert not read_pod(api_client, namespace, "urgent")["spec"].get("nodeName")
     assert not read_pod(api_client, namespace, "urgent").get("status", {}).get("nominatedNodeName")
     explained = gpu2dra(control_plane.kubeconfig, "explain", "pod", "urgent", "-n", namespace)
     said = f"priorityClassName {high} can preempt, but the scheduler does not preempt"
