@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from app.core.gfd_cel import quote_cel
+from app.core.outcomes import Code, Finding
 from app.core.policy import Policy
 
 # HAMi's device selection annotations (Project-HAMi/HAMi pkg/device/nvidia/device.go; the
@@ -50,7 +51,7 @@ class DeviceFilter(NamedTuple):
     """What the annotations ask of whole GPUs, and why the pod is left, if it is."""
 
     selectors: tuple[str, ...]  # CEL, for every whole-GPU request
-    problems: tuple[str, ...]
+    problems: tuple[Finding, ...]
 
 
 def _entries(value: str) -> list[str]:
@@ -63,27 +64,26 @@ def device_filter(annotations: Annotations) -> DeviceFilter:
     """The CEL selectors HAMi's device selection annotations become; every other watched
     annotation is a problem."""
     selectors: list[str] = []
-    problems: list[str] = []
+    problems: list[Finding] = []
     for key, value in annotations:
         if key not in SELECTING:
-            problems.append(
-                f"annotation {key} is read by a GPU scheduler or device plugin (HAMi's, "
-                "NVIDIA's) and gpu2dra does not translate it"
-            )
+            problems.append(Finding(Code.ANNOTATION, key=key))
             continue
         if not isinstance(value, str):
-            problems.append(f"annotation {key} is not a string")
+            problems.append(Finding(Code.ANNOTATION_VALUE, key=key, why="is not a string"))
             continue
         entries = _entries(value)
         if not value.isascii() or not all(e.isprintable() for e in entries):
             # Go's ToUpper and TrimSpace differ from CEL's upperAscii beyond ASCII.
-            problems.append(f"annotation {key} holds characters outside printable ASCII")
+            why = "holds characters outside printable ASCII"
+            problems.append(Finding(Code.ANNOTATION_VALUE, key=key, why=why))
             continue
         if not value.strip(_SPACE):
             continue  # HAMi: an empty value is no constraint
         if not entries:
             if key in (USE_TYPE, USE_UUID):
-                problems.append(f"annotation {key} {value!r} names no GPU: HAMi picks none")
+                why = f"{value!r} names no GPU: HAMi picks none"
+                problems.append(Finding(Code.ANNOTATION_VALUE, key=key, why=why))
             continue
         if key in (USE_TYPE, NOUSE_TYPE):
             test = " || ".join(f"{_CARD}.contains({quote_cel(e.upper())})" for e in entries)
@@ -100,14 +100,10 @@ def device_filter(annotations: Annotations) -> DeviceFilter:
     return DeviceFilter(tuple(selectors), tuple(problems))
 
 
-def scheduler_problem(spec: Mapping[str, Any], policy: Policy) -> str:
-    """Why the pod's scheduler may not allocate DRA claims; "" when it is one that does."""
+def scheduler_problem(spec: Mapping[str, Any], policy: Policy) -> Finding | None:
+    """Why the pod's scheduler may not allocate DRA claims; None when it is one that does."""
     name = spec.get("schedulerName")
     name = DEFAULT_SCHEDULER if name is None or name == "" else name
     if isinstance(name, str) and name in policy.dra_schedulers:
-        return ""
-    known = ", ".join(sorted(policy.dra_schedulers))
-    return (
-        f"spec.schedulerName {name!r} is not a scheduler known to allocate DRA claims "
-        f"(the policy's draSchedulers: {known})"
-    )
+        return None
+    return Finding(Code.SCHEDULER, name=name, known=", ".join(sorted(policy.dra_schedulers)))

@@ -291,7 +291,8 @@ def mig_single(spec: Obj) -> MigSingle | None:
     profiles = {mig_profile(s) for s in spelled}
     if None in profiles:
         bad = sorted(s for s in spelled if mig_profile(s) is None)
-        return MigSingle(None, f"MIG profile {', '.join(bad)} is not one the DRA driver names")
+        names = ", ".join(bad)
+        return MigSingle(None, f"selects MIG profile {names}, which the DRA driver does not name")
     if len(profiles) > 1:
         return MigSingle(None, f"selects several MIG profiles ({', '.join(sorted(spelled))})")
     if len(migs) != len(values):

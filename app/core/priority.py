@@ -9,11 +9,7 @@ GPUs are extended resources, which preemption does free.
 from __future__ import annotations
 
 from app.core.kube import Obj
-
-NO_PREEMPTION = (
-    "the scheduler does not preempt for DRA claims on Kubernetes 1.34-1.37 (KEP-5690), so "
-    "it could no longer preempt lower-priority pods for GPUs"
-)
+from app.core.outcomes import Code, Finding
 
 
 def preempting_class(spec: Obj) -> str | None:
@@ -27,14 +23,6 @@ def preempting_class(spec: Obj) -> str | None:
     return name
 
 
-def preemption_warning(name: str, translated: bool) -> str:
+def preemption_warning(name: str, translated: bool) -> Finding:
     """What the warning says of a pod of priority class `name` that can preempt."""
-    if translated:
-        return (
-            f"priorityClassName {name} can preempt, but {NO_PREEMPTION}; translated as the "
-            "policy's preemptingPods: translate says"
-        )
-    return (
-        f"priorityClassName {name} can preempt, and {NO_PREEMPTION}; pod left on the "
-        "device plugin (policy preemptingPods: leave; set translate to move such pods)"
-    )
+    return Finding(Code.PREEMPTION_LOST if translated else Code.PREEMPTING, name=name)

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from app.core.catalog import Catalog
 from app.core.kube import MANAGED_BY, Obj
+from app.core.outcomes import Code, Finding
 from app.core.policy import Policy
 from app.core.resources import parse_count
 
@@ -130,13 +131,9 @@ def describe(found: Iterable[Unguarded]) -> str:
     return "; ".join(parts)
 
 
-def quota_warning(namespace: str, found: Iterable[Unguarded]) -> str:
+def quota_warning(namespace: str, found: Iterable[Unguarded]) -> Finding:
     """The warning of a pod left on the device plugin so that it stays under its quota."""
-    return (
-        f"gpu2dra left the pod on the device plugin, under its quota: {describe(found)}, "
-        f"so its DRA claims would escape the quota; to translate such pods, limit the DRA "
-        f"side too: {fix_line(namespace)}"
-    )
+    return Finding(Code.QUOTA, found=describe(found), fix=fix_line(namespace))
 
 
 # ---- the DRA-side quota that mirrors a legacy one ------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from app.core.kube import MAX_DEVICES_PER_CLAIM, Obj, cel_expressions
 from app.core.mig import mig_profile
+from app.core.outcomes import Code, Finding
 from app.core.policy import Policy, ResourceMapping
 from app.core.quantity import parse_quantity
 
@@ -92,18 +93,13 @@ class LegacyRequest(NamedTuple):
     shared: bool = False  # the device plugin's shared replicas (`<name>.shared`)
 
 
-# A pod is translated whole or not at all: one container left on the device plugin would
-# leave its pod asking for device-plugin GPUs and DRA claims, from separate node pools.
-POD_LEFT = "pod left as is (a pod is translated whole or not at all)"
-
-
 def vendor_companions(
     unmapped: list[tuple[str, str]], found: Iterable[LegacyRequest], policy: Policy
-) -> str:
+) -> Finding | None:
     """Why extended resources of a GPU vendor's domain that no mapping covers (HAMi's
     nvidia.com/gpumem, gpucores, ...) keep the pod on the device plugin: they ask for a
     fraction, a property or a selection of the device a DRA claim cannot give, and moving
-    only the GPUs would drop it. "" when there are none, or when the policy's ignoreKeys
+    only the GPUs would drop it. None when there are none, or when the policy's ignoreKeys
     names each."""
     domains = policy.vendor_domains | {lg.resource.split("/", 1)[0] for lg in found}
     hits: dict[str, list[str]] = {}
@@ -111,12 +107,10 @@ def vendor_companions(
         if resource.split("/", 1)[0] in domains and not policy.ignores(resource):
             hits.setdefault(who, []).append(resource)
     if not hits:
-        return ""
+        return None
     named = "; ".join(f"{who} asks for {', '.join(rs)}" for who, rs in hits.items())
-    return (
-        f"{named}: no mapping covers {'it' if sum(map(len, hits.values())) == 1 else 'them'} "
-        f"(a GPU fraction, property or selection a DRA claim cannot give); {POD_LEFT}"
-    )
+    them = "it" if sum(map(len, hits.values())) == 1 else "them"
+    return Finding(Code.VENDOR_RESOURCE, named=named, them=them)
 
 
 def is_gpu_resource(name: str) -> bool:
@@ -146,7 +140,11 @@ def container_label(field: str, container: Obj) -> str:
 
 
 def legacy_requests(
-    field: str, container: Obj, policy: Policy, warn: list[str], unmapped: list[tuple[str, str]]
+    field: str,
+    container: Obj,
+    policy: Policy,
+    warn: list[Finding],
+    unmapped: list[tuple[str, str]],
 ) -> list[LegacyRequest] | None:
     """The mapped legacy resources of one container, each checked as the translator needs
     it; None when the container cannot be translated, and so neither can its pod (the reason
@@ -158,8 +156,8 @@ def legacy_requests(
     limits, requests, names = read
     who = container_label(field, container)
 
-    def say(why: str) -> None:
-        warn.append(f"{who}: {why}; {POD_LEFT}")
+    def say(code: Code, **fields: object) -> None:
+        warn.append(Finding(code, who=who, resource=resource, **fields))
 
     found: list[LegacyRequest] = []
     for resource in names:
@@ -169,47 +167,34 @@ def legacy_requests(
         shared = resource.endswith(".shared")
         if hit is None or (hit[0].is_pattern and shared):
             if shared and is_gpu_resource(resource):
-                say(
-                    f"{resource} (shared GPU replicas): under DRA each pod's claim gets "
-                    "devices of its own, so it would become exclusive (map it with `sharing` "
-                    "in the policy to translate it)"
-                )
+                say(Code.SHARED_REPLICAS)
                 return None
             if "/" in resource:
                 unmapped.append((who, resource))
             continue
         mapping, captured = hit
         if shared and not mapping.sharing:
-            say(
-                f"{resource} (shared GPU replicas) would become an exclusive GPU (give its "
-                "mapping `sharing: TimeSlicing` or `MPS` to translate it)"
-            )
+            say(Code.SHARED_REPLICAS)
             return None
         selectors = mapping.selectors
         if mapping.is_pattern:
             profile = mig_profile(captured)
             if profile is None:
-                say(f"{resource} does not name a MIG profile")
+                say(Code.NOT_A_MIG_PROFILE)
                 return None
             selectors = tuple(s.replace("{profile}", profile) for s in selectors)
         if resource not in limits:
-            say(f"{resource} is requested without a limit (extended resources need both, equal)")
+            say(Code.NO_LIMIT)
             return None
         count = parse_count(limits[resource])
         if count is None:
-            say(f"{resource} count {limits[resource]!r} is not a non-negative integer")
+            say(Code.NOT_A_COUNT, count=limits[resource])
             return None
         if resource in requests and parse_count(requests[resource]) != count:
-            say(
-                f"{resource} request {requests[resource]!r} differs from its limit "
-                f"{limits[resource]!r}"
-            )
+            say(Code.REQUEST_NOT_LIMIT, request=requests[resource], limit=limits[resource])
             return None
         if count > MAX_DEVICES_PER_CLAIM:
-            say(
-                f"{resource}: {count} devices exceed the {MAX_DEVICES_PER_CLAIM} a DRA "
-                "claim can be allocated"
-            )
+            say(Code.TOO_MANY_DEVICES, count=count, most=MAX_DEVICES_PER_CLAIM)
             return None
         found.append(LegacyRequest(resource, count, mapping, selectors, shared))
     return found

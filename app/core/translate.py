@@ -12,15 +12,27 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from app.core.catalog import Catalog
-from app.core.failclosed import device_filter, scheduler_problem, watched_annotations
-from app.core.gfd import NO_SELECTION, REMOVE, mig_single, select_devices, shared_terms
+from app.core.failclosed import (
+    DeviceFilter,
+    device_filter,
+    scheduler_problem,
+    watched_annotations,
+)
+from app.core.gfd import (
+    NO_SELECTION,
+    REMOVE,
+    NodeSelection,
+    mig_single,
+    select_devices,
+    shared_terms,
+)
 from app.core.intree import defer_reason
 from app.core.kube import Obj
 from app.core.names import claim_name, request_name
+from app.core.outcomes import Code, Finding
 from app.core.policy import Policy, ResourceMapping
 from app.core.priority import preempting_class, preemption_warning
 from app.core.resources import (
-    POD_LEFT,
     LegacyRequest,
     asks_extended_resources,
     container_label,
@@ -37,7 +49,7 @@ Path = tuple[str | int, ...]  # a location under the pod spec
 class Translation(NamedTuple):
     spec: Obj  # the translated pod spec; `is` the input when nothing changed
     templates: tuple[Obj, ...]
-    warnings: tuple[str, ...]
+    warnings: tuple[Finding, ...]
     touched: tuple[Path, ...]  # what changed under the spec, for deriving a patch
     in_tree: str = ""  # why the pod is left to the in-tree extended-resource path, if it is
     # (legacy resource, DeviceClass) of each claim it adds: what a GPU quota must also limit
@@ -121,7 +133,7 @@ def _claim_names_in_use(spec: Obj, pod_claims: list[Any]) -> set[str]:
     return {e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)}
 
 
-def _unchanged(spec: Obj, warnings: list[str]) -> Translation:
+def _unchanged(spec: Obj, warnings: list[Finding]) -> Translation:
     return Translation(spec, (), tuple(dict.fromkeys(warnings)), ())
 
 
@@ -130,7 +142,7 @@ Legacy = dict[tuple[str, int], tuple[Obj, list[LegacyRequest]]]
 
 def _more_devices(
     legacy: Legacy, claims: list[_Claim], own_init: dict[str, list[str]]
-) -> list[str]:
+) -> list[Finding]:
     """A warning per resource of which the claims hold more devices than the device plugin
     gave the same containers: an init container whose devices no app container could
     inherit. An init container that is alone in asking (a model download step, say) costs
@@ -151,22 +163,56 @@ def _more_devices(
         before = max(running[resource], init[resource])
         if claimed[resource] > before:
             said.append(
-                f"initContainer {', '.join(map(repr, names))}: no app container asks for as "
-                f"many {resource}, so it gets a claim of its own and the pod holds "
-                f"{claimed[resource]} devices where the device plugin gave it {before}"
+                Finding(
+                    Code.MORE_DEVICES,
+                    names=", ".join(map(repr, names)),
+                    resource=resource,
+                    claimed=claimed[resource],
+                    before=before,
+                )
             )
     return said
 
 
 def translate(spec: Obj, policy: Policy, catalog: Catalog, annotations: Any = None) -> Translation:
     """Rewrite the legacy GPU requests of one pod spec into DRA claims; `annotations` are
-    the pod's (its metadata's), of which only those in a watched domain are read."""
+    the pod's (its metadata's), of which only those in a watched domain are read.
+
+    In phases, each of which can leave the pod whole: what its containers ask for, what
+    else can pick its GPUs, the devices each request becomes, then the claims."""
     if not asks_extended_resources(spec):
         return _unchanged(spec, [])
-    warnings: list[str] = []
-    legacy: dict[tuple[str, int], tuple[Obj, list[LegacyRequest]]] = {}
+    warnings: list[Finding] = []
+    asked = _asked(spec, policy, warnings)
+    if not asked.legacy and not asked.left:
+        return _unchanged(spec, warnings)
+    # Every reason that leaves the pod is named, not only the first.
+    hami = _fail_closed(spec, policy, annotations, warnings, asked.left)
+    if hami is None:
+        return _unchanged(spec, warnings)
+    pod_claims = spec.get("resourceClaims")
+    pod_claims = [] if pod_claims is None else pod_claims  # `or []` would take false for []
+    if not isinstance(pod_claims, list):
+        warnings.append(Finding(Code.POD_CLAIMS_NOT_A_LIST))
+        return _unchanged(spec, warnings)
+    plan = _plan(spec, asked.legacy, hami, policy, catalog, warnings)
+    if isinstance(plan, str):
+        return _unchanged(spec, warnings)._replace(in_tree=plan)
+    if plan is None:
+        return _unchanged(spec, warnings)
+    return _claimed(spec, plan, pod_claims, warnings)
+
+
+class _Asked(NamedTuple):
+    legacy: Legacy  # the containers with mapped requests, and those requests
+    left: bool  # a container cannot be translated, and so neither can its pod
+
+
+def _asked(spec: Obj, policy: Policy, warnings: list[Finding]) -> _Asked:
+    """What each container asks for, and whether one of them leaves the pod."""
+    legacy: Legacy = {}
     unmapped: list[tuple[str, str]] = []
-    left = False  # a container that cannot be translated: so neither can its pod
+    left = False
     for field, index, container in containers(spec):
         found = legacy_requests(field, container, policy, warnings, unmapped)
         if found is None:
@@ -176,72 +222,79 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog, annotations: Any = No
         elif isinstance(container["resources"].get("claims"), (list, type(None))):  # null: none
             legacy[field, index] = container, found
         else:
-            label = container_label(field, container)
-            warnings.append(f"{label}: resources.claims is not a list; {POD_LEFT}")
+            warnings.append(Finding(Code.CLAIMS_NOT_A_LIST, who=container_label(field, container)))
             left = True
-    if not legacy and not left:
-        return _unchanged(spec, warnings)
     found_all = [lg for _, found in legacy.values() for lg in found]
     if companions := vendor_companions(unmapped, found_all, policy):
         warnings.append(companions)
         left = True
-    # Fail closed: what can pick the pod's GPUs and gpu2dra does not translate leaves it.
+    return _Asked(legacy, left)
+
+
+def _fail_closed(
+    spec: Obj, policy: Policy, annotations: Any, warnings: list[Finding], left: bool
+) -> DeviceFilter | None:
+    """What else can pick the pod's GPUs: its scheduler, the annotations a GPU scheduler
+    reads, its priority's preemption. The device selectors HAMi's annotations become, or
+    None when the pod is left (`left`: already, by a container)."""
+    found = len(warnings)
     if scheduler := scheduler_problem(spec, policy):
-        warnings.append(f"{scheduler}; pod left as is")
-        left = True
+        warnings.append(scheduler)
     hami = device_filter(watched_annotations(annotations, policy))
-    warnings.extend(f"{problem}; pod left as is" for problem in hami.problems)
-    left = left or bool(hami.problems)
-    if left:
-        return _unchanged(spec, warnings)
+    warnings.extend(hami.problems)
+    if left or len(warnings) > found:
+        return None
     if (preempting := preempting_class(spec)) is not None:
         translating = policy.preempting_pods == "translate"
         warnings.append(preemption_warning(preempting, translating))
         if not translating:
-            return _unchanged(spec, warnings)
+            return None
+    return hami
 
-    pod_claims = spec.get("resourceClaims")
-    pod_claims = [] if pod_claims is None else pod_claims  # `or []` would take false for []
-    if not isinstance(pod_claims, list):
-        warnings.append("spec.resourceClaims is not a list; pod left as is")
-        return _unchanged(spec, warnings)
+
+class _Plan(NamedTuple):
+    """The devices each request becomes."""
+
+    legacy: Legacy  # as asked, or as MIG requests on a MIG single-strategy node
+    used: list[LegacyRequest]  # the requests for one device or more
+    selection: NodeSelection
+    hami: tuple[str, ...]  # selectors of the HAMi annotations, for whole-GPU requests
+    shared: bool  # the pod's node terms pick shared GPUs
+
+
+def _plan(
+    spec: Obj,
+    legacy: Legacy,
+    hami: DeviceFilter,
+    policy: Policy,
+    catalog: Catalog,
+    warnings: list[Finding],
+) -> _Plan | str | None:
+    """What the requests become: MIG slices on MIG single-strategy nodes, sharing, GFD node
+    terms as device selectors. None when the pod is left; the reason as text when the
+    in-tree extended-resource path serves it as well."""
     used = [lg for _, found in legacy.values() for lg in found if lg.devices]
-    single = mig_single(spec) if any(lg.mapping.node_labels == "gpu" for lg in used) else None
+    single = mig_single(spec) if any(_whole(lg) for lg in used) else None
     if single is not None:
         if single.problem or single.profile is None:
-            warnings.append(f"the pod {single.problem}; pod left as is")
-            return _unchanged(spec, warnings)
+            warnings.append(Finding(Code.MIG_SINGLE, problem=single.problem))
+            return None
         if policy.mig_single is None:
-            warnings.append(
-                "the pod selects MIG single-strategy nodes (nvidia.com/gpu is a MIG device "
-                "there) and the policy has no migSingle mapping; pod left as is"
-            )
-            return _unchanged(spec, warnings)
+            warnings.append(Finding(Code.NO_MIG_SINGLE_MAPPING))
+            return None
         legacy = _as_mig(legacy, policy.mig_single, single.profile)
         used = [lg for _, found in legacy.values() for lg in found if lg.devices]
     if hami.selectors and (others := sorted({lg.resource for lg in used if not _whole(lg)})):
-        warnings.append(
-            f"the pod's HAMi device annotations (nvidia.com/use-gputype, ...) select whole "
-            f"GPUs, and {', '.join(others)} asks for MIG devices or devices of another kind; "
-            "pod left as is"
-        )
-        return _unchanged(spec, warnings)
+        warnings.append(Finding(Code.HAMI_NOT_WHOLE, resources=", ".join(others)))
+        return None
     shared = shared_terms(spec) if used else []
     if refused := sorted({lg.resource for lg in used if shared and not lg.mapping.sharing}):
-        warnings.append(
-            f"node label {', '.join(shared)} picks shared GPUs (time-slicing or MPS "
-            f"replicas) for {', '.join(refused)}: under DRA each pod's claim gets devices of "
-            "its own, so it would become exclusive; pod left as is (give the mapping "
-            "`sharing: TimeSlicing` or `MPS` in the policy to translate it)"
-        )
-        return _unchanged(spec, warnings)
-    missing = sorted({lg.mapping.device_class for lg in used} - catalog.classes.keys())
-    if missing:
-        warnings.append(
-            f"DeviceClass {', '.join(missing)} does not exist; pod left as is so that it can "
-            "still schedule through the device plugin"
-        )
-        return _unchanged(spec, warnings)
+        labels, resources = ", ".join(shared), ", ".join(refused)
+        warnings.append(Finding(Code.SHARED_NODES, labels=labels, resources=resources))
+        return None
+    if missing := sorted({lg.mapping.device_class for lg in used} - catalog.classes.keys()):
+        warnings.append(Finding(Code.NO_DEVICE_CLASS, classes=", ".join(missing)))
+        return None
 
     # Node terms are read for every pod with a mapped request: one that asks only for zero
     # devices keeps its node terms as they are, but a label it cannot translate leaves it too.
@@ -254,34 +307,36 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog, annotations: Any = No
         single is not None,
     )
     if selection.invalid:
-        warnings.append(f"{selection.invalid[0]} (the apiserver rejects it); pod left as is")
-        return _unchanged(spec, warnings)
-    if selection.untranslated:
-        terms = selection.untranslated
-        warnings.append(
-            f"node label {'; '.join(terms)}: a GPU vendor's label that gpu2dra cannot turn "
-            f"into a device selector for every request of the pod, and "
-            f"{'it' if len(terms) == 1 else 'they'} can pick its GPUs; pod left as is "
-            "(name the label in the policy's ignoreKeys if it picks no GPU)"
-        )
-        return _unchanged(spec, warnings)
+        warnings.append(Finding(Code.INVALID_NODE_TERM, problem=selection.invalid[0]))
+        return None
+    if terms := selection.untranslated:
+        they = "it" if len(terms) == 1 else "they"
+        warnings.append(Finding(Code.NODE_LABEL, terms="; ".join(terms), they=they))
+        return None
     if not used:
-        selection = NO_SELECTION
-    else:
-        asked = [(field, c, lgs) for (field, _), (c, lgs) in legacy.items()]
-        # What the in-tree path cannot give: device selectors from GFD node terms, a MIG
-        # slice for a single-strategy nvidia.com/gpu, the driver's sharing config.
-        adds = any(selection.selectors.values()) or single is not None or bool(shared)
-        adds = adds or bool(hami.selectors)  # the in-tree path reads no annotation
-        if native := defer_reason(asked, adds or any(lg.shared for lg in used), catalog):
-            return _unchanged(spec, warnings)._replace(in_tree=native)
+        return _Plan(legacy, used, NO_SELECTION, hami.selectors, False)
+    found = [(field, c, lgs) for (field, _), (c, lgs) in legacy.items()]
+    # What the in-tree path cannot give: device selectors from GFD node terms, a MIG slice
+    # for a single-strategy nvidia.com/gpu, the driver's sharing config, and the selectors
+    # of HAMi's annotations (it reads no annotation).
+    adds = any(selection.selectors.values()) or single is not None or bool(shared)
+    adds = adds or bool(hami.selectors) or any(lg.shared for lg in used)
+    if native := defer_reason(found, adds, catalog):
+        return native
+    return _Plan(legacy, used, selection, hami.selectors, bool(shared))
+
+
+def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Finding]) -> Translation:
+    """The pod spec with a claim per request (an init container reusing its app containers'
+    where they cover it) and the templates the claims are made from."""
+    legacy, selection = plan.legacy, plan.selection
 
     def device_request(lg: LegacyRequest) -> DeviceRequest:
         node: tuple[str, ...] = selection.selectors.get(lg.mapping.node_labels, ())
         if _whole(lg):
-            node += hami.selectors
+            node += plan.hami
         config = ""
-        if shared or lg.shared:
+        if plan.shared or lg.shared:
             kind = "MigDeviceConfig" if lg.mapping.node_labels == "mig" else "GpuConfig"
             config = sharing_config(kind, lg.mapping.sharing)
         return DeviceRequest(
@@ -292,7 +347,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog, annotations: Any = No
             config,
         )
 
-    if sharing := sorted({lg.mapping.sharing for lg in used if shared or lg.shared}):
+    if sharing := sorted({lg.mapping.sharing for lg in plan.used if plan.shared or lg.shared}):
         warnings.append(_sharing_note(sharing))
 
     taken = _claim_names_in_use(spec, pod_claims)
@@ -322,10 +377,8 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog, annotations: Any = No
                 app_claims.setdefault(shape, {}).setdefault(req.devices, []).append(claim)
             names.append(claim.name)
         if names and _reads_visible_devices(container):
-            warnings.append(
-                f"{field[:-1]} {container.get('name')!r} sets or reads NVIDIA_VISIBLE_DEVICES; "
-                "under DRA it is `void` and devices come through CDI"
-            )
+            who = container_label(field, container)
+            warnings.append(Finding(Code.VISIBLE_DEVICES, who=who))
 
     if own_init:
         warnings.extend(_more_devices(legacy, new_claims, own_init))
@@ -393,15 +446,11 @@ def _as_mig(legacy: Legacy, mapping: ResourceMapping, profile: str) -> Legacy:
 _GATES = {"TimeSlicing": "TimeSlicingSettings", "MPS": "MPSSupport"}
 
 
-def _sharing_note(sharings: list[str]) -> str:
+def _sharing_note(sharings: list[str]) -> Finding:
     """What changes for a pod that shared GPUs with other pods under the device plugin."""
     strategies = sorted({json.loads(s)["strategy"] for s in sharings})
     gates = ", ".join(_GATES[s] for s in strategies)
-    return (
-        f"shared GPUs become claims of their own, shared by {' and '.join(strategies)} only "
-        "among this pod's containers: pods no longer share a GPU with other pods (the "
-        f"driver needs its alpha feature gate {gates})"
-    )
+    return Finding(Code.SHARING_NARROWED, strategies=" and ".join(strategies), gates=gates)
 
 
 def _rewrite(container: Obj, found: list[LegacyRequest], claims: list[str]) -> Obj:

@@ -12,6 +12,7 @@ import yaml
 
 from app.core.catalog import Catalog
 from app.core.kube import Obj
+from app.core.outcomes import Code, Finding
 from app.core.policy import Mode, Policy
 from app.core.resources import containers, legacy_amounts, legacy_devices
 from app.core.scope import never_changed
@@ -98,9 +99,6 @@ def _unpack(docs: list[Any]) -> list[Any]:
     return out
 
 
-IN_TREE = "left to the in-tree extended-resource path:"  # a note, not a warning
-
-
 def is_list(doc: Any) -> bool:
     """A `kind: List` (or `PodList`, ...) as `kubectl get -o yaml` writes it."""
     return (
@@ -116,7 +114,7 @@ class Note(NamedTuple):
 
     document: int  # its position among the documents, from 1
     subject: str  # "Kind name"
-    text: str
+    text: Finding
 
     def __str__(self) -> str:
         return f"document {self.document} ({self.subject}): {self.text}"
@@ -182,67 +180,51 @@ def _translate_one(
         doc.get("kind", "object"),
         metadata.get("name") or metadata.get("generateName"),
     )
-    where = Note(number, f"{kind} {ident}" if ident else str(kind), "")
+    subject = f"{kind} {ident}" if ident else str(kind)
     if mode == "disabled" or never_changed(ns, policy):
         return doc
 
     classes: list[str] = []  # of the claims this document's pods ask for
 
+    def note(text: Finding) -> None:
+        result.notes.append(Note(number, subject, text))
+
     def one(spec: Obj, annotations: Any) -> Obj:
-        return _translate_spec(spec, annotations, where, ns, policy, catalog, mode, result, classes)
+        return _translate_spec(spec, annotations, note, ns, policy, catalog, mode, result, classes)
 
     def asks(container: Obj) -> list[str]:
         return sorted(legacy_amounts(container, policy))
 
-    def note(text: str) -> None:
-        result.notes.append(where._replace(text=text))
-
     try:
         if (reason := workloads.left_alone(doc)) is not None:
             if _asks_anywhere(doc, asks):
-                note(f"left as is: {reason}; {workloads.ADMISSION}")
+                note(Finding(Code.CONTROLLER_READS, where="", why=reason))
             return doc
         translated = _rewrite(doc, one, asks, note)
         translated = workloads.keep_ray_gpus(doc, translated, note)
         for place, resources, held in singular_containers(doc, asks):
             inside = "in a container that is not in a pod spec" if held else "outside any pod spec"
-            note(
-                f"{place} asks for {', '.join(resources)} {inside}, so gpu2dra cannot give it "
-                f"claims here; the pods it becomes are translated at admission (in a namespace "
-                "where gpu2dra is enabled)"
-            )
+            asked = ", ".join(resources)
+            note(Finding(Code.OUTSIDE_POD_SPEC, place=place, resources=asked, inside=inside))
         for place, kinds in _embedded_asks(doc, policy):
-            note(
-                f"{place} creates {kinds} from a manifest string whose pods ask for GPUs; "
-                "gpu2dra does not rewrite manifests inside strings: the pods are translated "
-                "at admission (in a namespace where gpu2dra is enabled)"
-            )
+            note(Finding(Code.IN_STRING, place=place, kinds=kinds))
     except TooDeep:
-        deep = where._replace(text=f"nested deeper than {MAX_DEPTH} levels")
-        raise ManifestError(str(deep)) from None
+        deep = f"document {number} ({subject}): nested deeper than {MAX_DEPTH} levels"
+        raise ManifestError(deep) from None
     if translated is not doc:
         specs = pod_specs(translated)
         for text in workloads.queue_notes(doc, translated, specs, sorted(set(classes))):
             note(text)
         if not workloads.known(doc):
-            note(
-                f"{kind} {NO_RULE}: its pod specs were translated as "
-                "found; if its controller reads GPU counts from them (as KubeRay and Kubeflow "
-                "Trainer do), apply it untranslated and let admission translate its pods"
-            )
+            note(Finding(Code.NO_RULE, kind=kind))
     return translated
-
-
-# The note for a kind no rule knows: a manifest's concern, not a live object's, whose pods
-# admission translates whatever its kind.
-NO_RULE = "is a kind gpu2dra has no rule for"
 
 
 def _rewrite(
     doc: Obj,
     one: Callable[[Obj, Any], Obj],
     asks: Callable[[Obj], list[str]],
-    note: Callable[[str], None],
+    note: Callable[[Finding], None],
 ) -> Any:
     """The document with its pod specs translated, but for one its controller reads."""
     held = workloads.kept(doc)
@@ -252,7 +234,7 @@ def _rewrite(
     kept = workloads.at(doc, path)
     if _asks_anywhere(kept, asks):
         label = ".".join(str(step) for step in path)
-        note(f"{label} left as is: {reason}; {workloads.ADMISSION}")
+        note(Finding(Code.CONTROLLER_READS, where=f"{label} ", why=reason))
     return workloads.rewrite_except(doc, path, lambda d: rewrite_pod_specs(d, one))
 
 
@@ -285,7 +267,7 @@ def _asks_anywhere(node: Any, asks: Callable[[Obj], list[str]]) -> bool:
 def _translate_spec(
     spec: Obj,
     annotations: Any,
-    where: Note,
+    note: Callable[[Finding], None],
     ns: str | None,
     policy: Policy,
     catalog: Catalog,
@@ -294,14 +276,14 @@ def _translate_spec(
     classes: list[str],
 ) -> Obj:
     t = translate(spec, policy, catalog, annotations if isinstance(annotations, dict) else None)
-    result.notes.extend(where._replace(text=w) for w in t.warnings)
+    for warning in t.warnings:
+        note(warning)
     if t.in_tree:
-        text = f"{IN_TREE} {t.in_tree}"
-        result.notes.append(where._replace(text=text))
+        note(Finding(Code.IN_TREE, why=t.in_tree))
     if not t.changed:
         return spec
     if mode == "audit":
-        result.notes.append(where._replace(text=f"would {describe(spec, t)}"))
+        note(Finding(Code.WOULD, what=describe(spec, t)))
         return spec
     for tpl in t.templates:
         for request in tpl["spec"]["spec"]["devices"]["requests"]:

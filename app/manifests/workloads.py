@@ -13,11 +13,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from app.core.kube import Obj
+from app.core.outcomes import Code, Finding
 from app.core.resources import parse_count
 
 Path = tuple[str | int, ...]
-
-ADMISSION = "its pods are translated at admission (in a namespace where gpu2dra is enabled)"
 
 # API group -> why its documents are left as they are.
 _LEFT = {
@@ -149,7 +148,7 @@ def _limits(group: Any) -> dict[str, Any]:
     return limits if isinstance(limits, dict) else {}
 
 
-def keep_ray_gpus(doc: Obj, translated: Obj, note: Callable[[str], None]) -> Obj:
+def keep_ray_gpus(doc: Obj, translated: Obj, note: Callable[[Finding], None]) -> Obj:
     """KubeRay starts Ray with `--num-gpus` from the Ray container's (the first's) GPU limit
     unless `rayStartParams.num-gpus` is set, and its autoscaler reads the same: where the
     translation removed that limit, the count goes to `rayStartParams.num-gpus`."""
@@ -173,41 +172,26 @@ def keep_ray_gpus(doc: Obj, translated: Obj, note: Callable[[str], None]) -> Obj
         if "num-gpus" in params:
             if str(params["num-gpus"]) != str(count):
                 note(
-                    f"{label}: rayStartParams.num-gpus is {params['num-gpus']!r} but the Ray "
-                    f"container asked for {count} GPUs; Ray is started with num-gpus as set"
+                    Finding(Code.RAY_GPUS_DIFFER, group=label, set=params["num-gpus"], count=count)
                 )
             continue
         out = put(out, (*full, "rayStartParams"), {**params, "num-gpus": str(count)})
-        note(
-            f"{label}: rayStartParams.num-gpus set to {count!r}, the GPUs its Ray container "
-            "asked for: KubeRay and the Ray autoscaler read the count from there once the "
-            "limit is a claim"
-        )
+        note(Finding(Code.RAY_GPUS_SET, group=label, count=count))
     return out
 
 
-def queue_notes(doc: Obj, translated: Obj, specs: list[Obj], classes: list[str]) -> list[str]:
+def queue_notes(doc: Obj, translated: Obj, specs: list[Obj], classes: list[str]) -> list[Finding]:
     """What queues that count GPUs need once the pods ask for claims instead."""
     named = ", ".join(classes) or "the DeviceClasses of the claims"
     notes = []
     if _labelled(translated, QUEUE_LABEL, 0):
-        notes.append(
-            "queued by Kueue (kueue.x-k8s.io/queue-name): its quota counts these GPUs as DRA "
-            "claims only with the KueueDRAIntegration feature gate on and "
-            f"resources.deviceClassMappings in its configuration mapping DeviceClass {named} "
-            "to a resource the ClusterQueues give quota for; nvidia.com/gpu quota no longer "
-            "counts them"
-        )
+        notes.append(Finding(Code.KUEUE, classes=named))
     volcano = group_of(doc) == "batch.volcano.sh" or any(
         s.get("schedulerName") == "volcano" for s in specs
     )
     if volcano:
         keys = ", ".join(f"deviceclass/{c}" for c in classes) or "deviceclass/<class>"
-        notes.append(
-            "scheduled by Volcano: its capacity plugin counts these GPUs as DRA claims only "
-            "with capacity.DynamicResourceAllocationEnable set and queue capability, deserved "
-            f"and guarantee keys {keys}; nvidia.com/gpu in queue quotas no longer counts them"
-        )
+        notes.append(Finding(Code.VOLCANO, keys=keys))
     return notes
 
 

@@ -15,8 +15,9 @@ from functools import partial
 from app.core.catalog import Catalog
 from app.core.intree import native_classes
 from app.core.kube import Obj
+from app.core.outcomes import NO_PREEMPTION
 from app.core.policy import MODE_LABEL, Policy, mode_label
-from app.core.priority import NO_PREEMPTION, preempting_class
+from app.core.priority import preempting_class
 from app.core.quota import Quota, quota_warning, unguarded
 from app.core.resources import legacy_devices
 from app.core.scope import skip_reason

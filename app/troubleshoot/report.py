@@ -22,12 +22,13 @@ from kubernetes import config
 
 from app.core.catalog import Catalog
 from app.core.kube import Obj
+from app.core.outcomes import Code
 from app.core.policy import MODE_LABEL, Policy
 from app.core.priority import preempting_class
 from app.core.resources import legacy_devices
 from app.core.scope import NEVER_CHANGED, namespace_mode, never_changed
 from app.core.templates import describe_template
-from app.manifests.documents import IN_TREE, NO_RULE, translate_documents
+from app.manifests.documents import translate_documents
 from app.manifests.podspecs import TooDeep, pod_specs
 from app.troubleshoot.client import (
     RESOURCE,
@@ -51,6 +52,9 @@ BUILTIN = (
     ("/apis/batch/v1", "jobs"),
     ("/api/v1", "pods"),
 )
+# What translating a workload's manifest notes that is no warning for a live workload: the
+# in-tree path serving it, and a kind no rule knows (admission translates its pods anyway).
+NOT_WARNINGS = frozenset((Code.IN_TREE, Code.NO_RULE))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +122,7 @@ def workload_of(
     if not +gpus:
         return None
     result = translate_documents([obj], policy, catalog, namespace, "enabled")
+    found = [n.text for n in result.notes if n.text.code not in NOT_WARNINGS]
     native = all(catalog.serving_extended_resource(r) for r in gpus)
     return Workload(
         namespace=namespace,
@@ -126,13 +131,7 @@ def workload_of(
         replicas=_replicas(obj),
         gpus=dict(sorted(gpus.items())),
         templates=[f"{name}: {describe_template(t)}" for (_, name), t in result.templates.items()],
-        warnings=list(
-            dict.fromkeys(
-                n.text
-                for n in result.notes
-                if not n.text.startswith(IN_TREE) and NO_RULE not in n.text
-            )
-        ),
+        warnings=list(dict.fromkeys(found)),
         path="in-tree" if native else "device plugin",
         translates=bool(result.templates),
         preempts=preempts,

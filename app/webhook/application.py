@@ -15,6 +15,7 @@ from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.core.catalog import Catalog
+from app.core.outcomes import Code, Finding
 from app.core.policy import MODES, Policy
 from app.kubeconfig import NoCluster, api_client
 from app.manifests.documents import ManifestError
@@ -122,7 +123,7 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
         return mutator(adm, app.cluster)
 
     def mutate_late(adm: AdmissionRequest) -> Verdict:
-        return mutator.failed(f"did not answer within {settings.deadline:g}s")
+        return mutator.failed(Finding(Code.LATE, seconds=settings.deadline))
 
     def validate_(adm: AdmissionRequest) -> Decision:
         return validate(adm, app.cluster, settings.template_writers)

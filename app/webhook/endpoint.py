@@ -143,6 +143,7 @@ class Admission:
                     "uid": adm["uid"],
                     "endpoint": self.endpoint,
                     "result": verdict.result,
+                    "codes": list(verdict.codes),
                     "namespace": adm.get("namespace"),
                     "kind": adm["kind"].get("kind"),
                     "operation": adm["operation"],

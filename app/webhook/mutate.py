@@ -8,13 +8,14 @@ mode and the tests.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from app.core.catalog import Catalog
 from app.core.failclosed import Annotations, watched_annotations
 from app.core.kube import Obj
+from app.core.outcomes import Code, Finding, codes
 from app.core.patch import (
     ANNOTATIONS_LIMIT,
     RECORD_ANNOTATION,
@@ -34,7 +35,6 @@ from app.core.translate import describe, translate
 from app.webhook.clusterview import ClusterView, TemplateError, TemplateSquatted
 from app.webhook.reviews import (
     AdmissionRequest,
-    Answer,
     allowed,
     encode_patch,
     namespace_of,
@@ -52,7 +52,7 @@ class Outcome(NamedTuple):
     """What translating one shape of pod spec gives, the same for every pod of that shape."""
 
     catalog: Catalog  # the one it was computed with: a new catalog can change it
-    warnings: tuple[str, ...]
+    warnings: tuple[Finding, ...]
     # The templates the patch references, each with the digest its live copy must have.
     templates: tuple[Owned, ...]
     # base64 JSON patches of the touched subtrees and the record of what they held, for a
@@ -66,6 +66,7 @@ class Outcome(NamedTuple):
     record_size: int = 0  # bytes the record adds to the pod's annotations
     # the patch without the record, for a pod whose annotations have no room for it
     unrecorded: Callable[[], str] = str
+    codes: tuple[Code, ...] = ()  # of the warnings: what metrics count
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,7 @@ class Mutator:
         if skip_reason(pod, namespace, self.policy):
             return allow()
         if not cluster.ready:
-            return self.failed("has not synced its caches yet")
+            return self.failed(Finding(Code.NOT_SYNCED))
         mode = self.policy.mode_for(cluster.namespace_labels(namespace))
         if mode == "disabled":
             return allow()
@@ -101,8 +102,8 @@ class Mutator:
         if not outcome.patch:
             if mode == "audit" and outcome.in_tree:
                 why = f"gpu2dra audit: would leave it to the in-tree path ({outcome.in_tree})"
-                return allow([why, *outcome.warnings])
-            return allow(outcome.warnings)
+                return allow([why, *outcome.warnings], outcome.codes)
+            return allow(outcome.warnings, outcome.codes)
         # After the memo: the shape's translation is the same everywhere, its quotas are not.
         quotas = cluster.namespace_quotas(namespace)
         if quotas and (lifted := unguarded(outcome.uses, quotas, cluster.catalog)):
@@ -111,11 +112,12 @@ class Mutator:
             summary = outcome.summary()
             warnings = [f"gpu2dra audit: would {summary}", *outcome.warnings]
             annotations = {AUDIT_ANNOTATION: summary[:2000]}
-            return Verdict("audit", allowed(warnings, auditAnnotations=annotations))
-        answer = Verdict("patched", recorded(pod, outcome))
+            answer = allowed(warnings, auditAnnotations=annotations)
+            return Verdict("audit", answer, outcome.codes)
+        verdict = recorded(pod, outcome)
         if request.get("dryRun") or cluster.has_templates(namespace, outcome.templates):
-            return answer
-        return self._after_templates(answer, namespace, outcome, cluster)
+            return verdict
+        return self._after_templates(verdict, namespace, outcome, cluster)
 
     def outcome(self, spec: Obj, catalog: Catalog, annotations: Annotations = ()) -> Outcome:
         """translate() and its patch, remembered per pod shape; `annotations`: the pod's
@@ -136,14 +138,15 @@ class Mutator:
     def _translate(self, spec: Obj, catalog: Catalog, annotations: Annotations) -> Outcome:
         t = translate(spec, self.policy, catalog, dict(annotations))
         if not t.changed:
-            return Outcome(catalog, t.warnings, (), "", "", str, in_tree=t.in_tree)
+            said = (Code.IN_TREE, *codes(t.warnings)) if t.in_tree else codes(t.warnings)
+            return Outcome(catalog, t.warnings, (), "", "", str, in_tree=t.in_tree, codes=said)
         try:
             ops, value = patch_ops(spec, t), record(spec, t.touched)
             patch = encode_patch([*ops, *record_ops(value, annotated=True)])
             bare_patch = encode_patch([*ops, *record_ops(value, annotated=False)])
         except TypeError:  # orjson's: an integer over 64 bits, or nested past 254 levels
-            why = "the pod spec holds a value JSON cannot carry; pod left as is"
-            return Outcome(catalog, (*t.warnings, why), (), "", "", str)
+            warnings = (*t.warnings, Finding(Code.NOT_JSON))
+            return Outcome(catalog, warnings, (), "", "", str, codes=codes(warnings))
         return Outcome(
             catalog,
             t.warnings,
@@ -154,14 +157,14 @@ class Mutator:
             t.uses,
             record_size=len(RECORD_ANNOTATION) + len(value.encode()),
             unrecorded=functools.cache(lambda: encode_patch(ops)),
+            codes=codes(t.warnings),
         )
 
     @staticmethod
-    def kept_under_quota(mode: Mode, warning: str) -> Verdict:
+    def kept_under_quota(mode: Mode, warning: Finding) -> Verdict:
         """Translating would lift a GPU quota: the pod stays on the device plugin."""
-        if mode == "audit":
-            warning = f"gpu2dra audit: would not translate: {warning}"
-        return Verdict("quota", allowed([warning]))
+        text = f"gpu2dra audit: would not translate: {warning}" if mode == "audit" else warning
+        return Verdict("quota", allowed([text]), (warning.code,))
 
     async def _after_templates(
         self, answer: Verdict, namespace: str, outcome: Outcome, cluster: ClusterView
@@ -170,37 +173,36 @@ class Mutator:
             await cluster.ensure_templates(namespace, outcome.templates)
         except TemplateSquatted as err:
             # Never a template gpu2dra did not make: its spec could ask for anything.
-            return self.failed(f"will not translate the pod: {err}", outcome.warnings)
+            return self.failed(Finding(Code.TEMPLATE_NOT_OURS, why=err), outcome.warnings)
         except TemplateError as err:
-            why = f"could not create ResourceClaimTemplates: {err}"
-            return self.failed(why, outcome.warnings)
+            return self.failed(Finding(Code.TEMPLATE_ERROR, why=err), outcome.warnings)
         return answer
 
-    def failed(self, why: str, warnings: Iterable[str] = ()) -> Verdict:
+    def failed(self, why: Finding, warnings: tuple[Finding, ...] = ()) -> Verdict:
         """gpu2dra could not do its part: admit unchanged with a warning, or deny (onError)."""
+        said = (why.code, *codes(warnings))
         if self.policy.on_error == "deny":
-            return deny(f"gpu2dra {why}", code=503, warnings=warnings)
-        return allow([f"gpu2dra {why}; pod admitted unchanged", *warnings])
+            return deny(why, code=503, warnings=warnings, codes=said)
+        return allow([f"{why}; pod admitted unchanged", *warnings], said)
 
 
-def recorded(pod: Obj, outcome: Outcome) -> Answer:
+def recorded(pod: Obj, outcome: Outcome) -> Verdict:
     """The shape's patch for this pod, which records what it replaces in an annotation unless
     the pod's annotations leave no room for it."""
     metadata = pod.get("metadata")
+    warnings = outcome.warnings
     if not isinstance(metadata, dict):  # never from the API server: nowhere to record
-        return patched(outcome.unrecorded(), outcome.warnings)
+        return Verdict("patched", patched(outcome.unrecorded(), warnings), outcome.codes)
     annotations = metadata.get("annotations")
     if annotations is None:
-        return patched(outcome.bare_patch, outcome.warnings)
+        return Verdict("patched", patched(outcome.bare_patch, warnings), outcome.codes)
     if not isinstance(annotations, dict):  # the API server refuses it anyway
-        return patched(outcome.unrecorded(), outcome.warnings)
+        return Verdict("patched", patched(outcome.unrecorded(), warnings), outcome.codes)
     if annotations_size(annotations) + outcome.record_size <= ANNOTATIONS_LIMIT:
-        return patched(outcome.patch, outcome.warnings)
-    why = (
-        f"the pod's annotations leave no room for {RECORD_ANNOTATION}: "
-        "re-applying its manifest will be refused"
-    )
-    return patched(outcome.unrecorded(), [*outcome.warnings, why])
+        return Verdict("patched", patched(outcome.patch, warnings), outcome.codes)
+    why = Finding(Code.NO_ROOM_FOR_RECORD, annotation=RECORD_ANNOTATION)
+    answer = patched(outcome.unrecorded(), [*warnings, why])
+    return Verdict("patched", answer, (*outcome.codes, why.code))
 
 
 def reapplied(request: AdmissionRequest) -> Verdict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Coroutine, Iterable
 from typing import Any, Literal, NamedTuple
 
+from app.core.outcomes import Code
 from app.webhook.reviews import Answer, allowed, denied
 
 # "quota": left on the device plugin, because translating would lift a GPU quota;
@@ -14,19 +15,23 @@ Result = Literal["patched", "audit", "allowed", "denied", "quota", "reapplied"]
 
 
 class Verdict(NamedTuple):
-    """What admission decided, and the answer that says it: metrics and logs read `result`,
-    never the keys of the encoded answer."""
+    """What admission decided, and the answer that says it: metrics and logs read `result`
+    and `codes` (why a pod was left or what its translation changed), never the keys or the
+    words of the encoded answer."""
 
     result: Result
     response: Answer
+    codes: tuple[Code, ...] = ()
 
 
-def allow(warnings: Iterable[str] = ()) -> Verdict:
-    return Verdict("allowed", allowed(warnings))
+def allow(warnings: Iterable[str] = (), codes: tuple[Code, ...] = ()) -> Verdict:
+    return Verdict("allowed", allowed(warnings), codes)
 
 
-def deny(message: str, code: int = 403, warnings: Iterable[str] = ()) -> Verdict:
-    return Verdict("denied", denied(message, code=code, warnings=warnings))
+def deny(
+    message: str, code: int = 403, warnings: Iterable[str] = (), codes: tuple[Code, ...] = ()
+) -> Verdict:
+    return Verdict("denied", denied(message, code=code, warnings=warnings), codes)
 
 
 # The verdict, or, only when the API server must be asked first, a coroutine that gives it:

@@ -1,5 +1,6 @@
 """The generated references in docs/reference/: the command line, from gpu2dra's own argument
-parser, and the policy file, from its embedded default and the chart's schema. A test
+parser; the policy file, from its embedded default and the chart's schema; the outcome codes,
+from app/core/outcomes.py. A test
 regenerates them in memory and fails when a file in the tree differs.
 
     python -m tests.support.docs           # exit 1 naming each stale file
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any, get_args
 
 from app import cli
 from app.core import policy
+from app.core.outcomes import Code
 
 ROOT = Path(__file__).resolve().parents[2]
 REGENERATE = "python -m tests.support.docs --write"
@@ -337,9 +340,43 @@ def policy_reference() -> str:
 
 # ---- the files ---------------------------------------------------------------------------
 
+# ---- the outcome codes ---------------------------------------------------------------------
+
+_KINDS = {
+    "left": "the pod is left as it is, on the device plugin",
+    "translated": "the pod is translated, and something its owner relied on changes",
+    "note": "`gpu2dra translate` says it of a manifest; nothing is left or changed",
+}
+
+
+def outcomes_reference() -> str:
+    """Every code of app/core/outcomes.py, its kind and its message, fields in italics."""
+    lines = [
+        _banner("app/core/outcomes.py"),
+        "# Outcome codes",
+        "",
+        "Every reason gpu2dra leaves a pod, changes it, or says something about a manifest has a "
+        "code and one message. Admission warnings, `gpu2dra translate`, `/translate`, `explain` "
+        "and `report` show the message; what reads an outcome (`report`'s filter, the tests) "
+        "reads its code, never the words.",
+        "",
+        "| kind | meaning |",
+        "|---|---|",
+        *(f"| `{kind}` | {meaning} |" for kind, meaning in _KINDS.items()),
+        "",
+        "| code | kind | message |",
+        "|---|---|---|",
+    ]
+    for code in Code:
+        message = re.sub(r"\{(\w+)[^}]*\}", r"*\1*", code.message)
+        lines.append(f"| `{code.value}` | {code.kind} | {_cell(message)} |")
+    return "\n".join(lines) + "\n"
+
+
 GENERATED: dict[str, Callable[[], str]] = {
     "docs/reference/cli.md": cli_reference,
     "docs/reference/policy.md": policy_reference,
+    "docs/reference/outcomes.md": outcomes_reference,
 }
 
 

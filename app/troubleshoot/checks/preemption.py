@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from app.core.kube import Obj
+from app.core.outcomes import NO_PREEMPTION
 from app.core.policy import Policy
-from app.core.priority import NO_PREEMPTION
 from app.core.resources import legacy_devices
 from app.core.scope import NEVER_CHANGED, namespace_mode
 from app.core.templates import TEMPLATE_PREFIX

@@ -19,6 +19,7 @@ from app.core.failclosed import (
     scheduler_problem,
     watched_annotations,
 )
+from app.core.outcomes import Code
 from app.core.policy import parse_policy
 from app.core.translate import translate
 from app.troubleshoot.cel.devices import Device, selects
@@ -158,7 +159,10 @@ def test_a_mapped_vendor_domain_is_watched() -> None:
 )
 def test_scheduler_problem(spec: dict[str, Any], schedulers: list[str], problem: str) -> None:
     said = scheduler_problem(spec, parse_policy({"draSchedulers": schedulers}))
-    assert (problem in said) if problem else said == ""
+    if problem:
+        assert said is not None and said.code is Code.SCHEDULER and problem in said
+    else:
+        assert said is None
 
 
 def test_a_hami_selection_is_not_deferred_to_the_in_tree_path() -> None:

@@ -12,6 +12,7 @@ from app.core.catalog import Catalog
 from app.core.kube import is_dns_label
 from app.core.mig import mig_profile
 from app.core.names import claim_name
+from app.core.outcomes import Code, Finding, codes
 from app.core.policy import Policy, ResourceMapping, load_policy, parse_policy
 from app.core.resources import parse_count
 from app.core.translate import translate
@@ -51,6 +52,8 @@ def test_translation(case: Case, policy: Policy, catalog: Catalog) -> None:
     assert len(result.warnings) == len(case.warnings), result.warnings
     for warning, expected in zip(result.warnings, case.warnings, strict=True):
         assert expected in warning
+    assert codes(result.warnings) == case.codes
+    assert all(isinstance(w, Finding) for w in result.warnings), "every warning has a code"
     # Translating the translation changes nothing (and says nothing new).
     again = translate(result.spec, policy, catalog, case.annotations)
     assert not again.changed
@@ -184,7 +187,7 @@ def test_shared_gpus_need_a_sharing_mapping(catalog: Catalog) -> None:
     spec = {"containers": [container("c", {"nvidia.com/gpu.shared": 1})]}
     refused = translate(spec, parse_policy(raw), catalog)
     assert not refused.changed
-    assert "would become an exclusive GPU" in refused.warnings[0]
+    assert refused.warnings[0].code is Code.SHARED_REPLICAS
 
 
 @pytest.mark.parametrize(

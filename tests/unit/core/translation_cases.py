@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.core.outcomes import Code
 from app.core.templates import sharing_config
 from tests.support.pods import GPU, MIG, PRODUCT_A100, Obj, claimed, container, gpu, pod_claim, tpl
 
@@ -59,6 +60,7 @@ class Case:
     warnings: list[str] = field(default_factory=list)  # substrings, one per warning, in order
     policy: Obj | None = None  # fields over the embedded default policy
     annotations: dict[str, str] | None = None  # the pod's
+    codes: tuple[Code, ...] = ()  # the outcome codes of the warnings, each once, in order
 
 
 A100_1G5 = "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
@@ -139,6 +141,7 @@ MIG_SINGLE_CASES = [
         },
         None,
         warnings=["-MIG-INVALID; pod left as is"],
+        codes=(Code.MIG_SINGLE,),
     ),
     Case(
         "MIG single strategy, a profile the driver does not name: left as is",
@@ -147,7 +150,8 @@ MIG_SINGLE_CASES = [
             "containers": [container("c", gpu(1))],
         },
         None,
-        warnings=["MIG profile 1g.5gb.xx is not one the DRA driver names"],
+        warnings=["selects MIG profile 1g.5gb.xx, which the DRA driver does not name"],
+        codes=(Code.MIG_SINGLE,),
     ),
     Case(
         "MIG single strategy and whole GPUs in one In list: left as is",
@@ -157,6 +161,7 @@ MIG_SINGLE_CASES = [
         },
         None,
         warnings=["selects whole GPUs and MIG single-strategy nodes at once"],
+        codes=(Code.MIG_SINGLE,),
     ),
     Case(
         "MIG single strategy with migSingle: none: left as is",
@@ -164,6 +169,7 @@ MIG_SINGLE_CASES = [
         None,
         warnings=["has no migSingle mapping"],
         policy={"migSingle": "none"},
+        codes=(Code.NO_MIG_SINGLE_MAPPING,),
     ),
     Case(
         "avoiding MIG single-strategy nodes asks nothing of a whole GPU",
@@ -186,6 +192,7 @@ SHARED_CASES = [
         {"nodeSelector": SHARED_NODE, "containers": [container("c", gpu(1))]},
         None,
         warnings=["picks shared GPUs (time-slicing or MPS replicas) for nvidia.com/gpu"],
+        codes=(Code.SHARED_NODES,),
     ),
     Case(
         "a sharing strategy in an affinity: left as is",
@@ -195,6 +202,7 @@ SHARED_CASES = [
         },
         None,
         warnings=["it would become exclusive"],
+        codes=(Code.SHARED_NODES,),
     ),
     Case(
         "any number of replicas: left as is",
@@ -204,6 +212,7 @@ SHARED_CASES = [
         },
         None,
         warnings=["nvidia.com/gpu.replicas (Exists)"],
+        codes=(Code.SHARED_NODES,),
     ),
     Case(
         "sharing: TimeSlicing: the claim carries the driver's sharing config",
@@ -217,6 +226,7 @@ SHARED_CASES = [
         [("gpu", GPU, 1, (PRODUCT_A100,))],
         ["shared by TimeSlicing only among this pod's containers"],
         policy={"mappings": {"nvidia.com/gpu": {"deviceClassName": GPU, "sharing": "TimeSlicing"}}},
+        codes=(Code.SHARING_NARROWED,),
     ),
     Case(
         "nvidia.com/gpu.shared mapped with sharing",
@@ -234,6 +244,7 @@ SHARED_CASES = [
                 "nvidia.com/gpu.shared": {"deviceClassName": GPU, "sharing": "TimeSlicing"}
             }
         },
+        codes=(Code.SHARING_NARROWED,),
     ),
     Case(
         "not shared: sharing-strategy none and avoiding -SHARED ask nothing of a device",
@@ -267,6 +278,7 @@ COMPANION_CASES = [
             "container 'c' asks for nvidia.com/gpumem, nvidia.com/gpucores: no mapping covers "
             f"them (a GPU fraction, property or selection a DRA claim cannot give); {LEFT}"
         ],
+        codes=(Code.VENDOR_RESOURCE,),
     ),
     Case(
         "a vendor resource in another container leaves the whole pod",
@@ -278,6 +290,7 @@ COMPANION_CASES = [
         },
         None,
         warnings=["container 'b' asks for nvidia.com/gpumem-percentage: no mapping covers it"],
+        codes=(Code.VENDOR_RESOURCE,),
     ),
     Case(
         "a vendor resource in an init container leaves the whole pod",
@@ -287,6 +300,7 @@ COMPANION_CASES = [
         },
         None,
         warnings=["initContainer 'prep' asks for nvidia.com/gpucores"],
+        codes=(Code.VENDOR_RESOURCE,),
     ),
     Case(
         "another vendor's resources are not nvidia.com's: the GPU moves",
@@ -306,14 +320,45 @@ WHOLE_POD_CASES = [
         {"containers": [container("a", gpu(1)), bad]},
         None,
         warnings=[f"container {bad['name']!r}: {warning}"],
+        codes=(code,),
     )
-    for why, bad, warning in [
-        ("request without limit", container("b", requests=gpu(1)), "nvidia.com/gpu is requested"),
-        ("request differs", container("b", gpu(2), gpu(1)), "nvidia.com/gpu request 1 differs"),
-        ("33 devices", container("b", gpu(33)), "nvidia.com/gpu: 33 devices exceed"),
-        ("not a count", container("b", gpu("x")), "nvidia.com/gpu count 'x' is not"),
-        ("not a MIG profile", container("b", {"nvidia.com/mig-large": 1}), "nvidia.com/mig-large"),
-        ("shared replicas", container("b", {"nvidia.com/gpu.shared": 1}), "nvidia.com/gpu.shared"),
+    for why, bad, code, warning in [
+        (
+            "request without limit",
+            container("b", requests=gpu(1)),
+            Code.NO_LIMIT,
+            "nvidia.com/gpu is requested",
+        ),
+        (
+            "request differs",
+            container("b", gpu(2), gpu(1)),
+            Code.REQUEST_NOT_LIMIT,
+            "nvidia.com/gpu request 1 differs",
+        ),
+        (
+            "33 devices",
+            container("b", gpu(33)),
+            Code.TOO_MANY_DEVICES,
+            "nvidia.com/gpu: 33 devices exceed",
+        ),
+        (
+            "not a count",
+            container("b", gpu("x")),
+            Code.NOT_A_COUNT,
+            "nvidia.com/gpu count 'x' is not",
+        ),
+        (
+            "not a MIG profile",
+            container("b", {"nvidia.com/mig-large": 1}),
+            Code.NOT_A_MIG_PROFILE,
+            "nvidia.com/mig-large",
+        ),
+        (
+            "shared replicas",
+            container("b", {"nvidia.com/gpu.shared": 1}),
+            Code.SHARED_REPLICAS,
+            "nvidia.com/gpu.shared",
+        ),
     ]
 ] + [
     Case(
@@ -324,6 +369,7 @@ WHOLE_POD_CASES = [
         },
         None,
         warnings=["initContainer 'prep': nvidia.com/gpu: 40 devices exceed the 32"],
+        codes=(Code.TOO_MANY_DEVICES,),
     ),
     Case(
         "a sidecar left leaves the app containers too",
@@ -333,6 +379,7 @@ WHOLE_POD_CASES = [
         },
         None,
         warnings=["initContainer 'side': nvidia.com/gpu is requested without a limit"],
+        codes=(Code.NO_LIMIT,),
     ),
 ]
 
@@ -360,6 +407,7 @@ GPU_PRESENT_CASES = [
         },
         None,
         warnings=["nvidia.com/gpu.present"],
+        codes=(Code.NODE_LABEL,),
     ),
 ]
 
@@ -370,6 +418,7 @@ PREEMPTION_CASES = [
         {"priorityClassName": "high", "containers": [container("c", gpu(1))]},
         None,
         warnings=["priorityClassName high can preempt, and the scheduler does not preempt"],
+        codes=(Code.PREEMPTING,),
     ),
     Case(
         "as the Priority admission plugin resolves it: PreemptLowerPriority preempts",
@@ -381,6 +430,7 @@ PREEMPTION_CASES = [
         },
         None,
         warnings=["pod left on the device plugin (policy preemptingPods: leave"],
+        codes=(Code.PREEMPTING,),
     ),
     Case(
         "a class that never preempts loses nothing: translated",
@@ -410,6 +460,7 @@ PREEMPTION_CASES = [
         [("gpu", GPU, 1, ())],
         warnings=["can preempt, but the scheduler does not preempt for DRA claims"],
         policy={"preemptingPods": "translate"},
+        codes=(Code.PREEMPTION_LOST,),
     ),
 ]
 
@@ -474,6 +525,7 @@ VERSION_CASES = [
         },
         None,
         warnings=["node label nvidia.com/cuda.driver-version.full (In 550.x): a GPU vendor's"],
+        codes=(Code.NODE_LABEL,),
     ),
 ]
 
@@ -552,48 +604,56 @@ FAIL_CLOSED_CASES = [
         ONE_GPU,
         "annotation nvidia.com/use-gputype ',' names no GPU: HAMi picks none; pod left as is",
         annotations={"nvidia.com/use-gputype": ","},
+        codes=(Code.ANNOTATION_VALUE,),
     ),
     left(
         "fail closed: HAMi use-gputype beyond ASCII (Go's ToUpper is not upperAscii)",
         ONE_GPU,
         "annotation nvidia.com/use-gputype holds characters outside printable ASCII",
         annotations={"nvidia.com/use-gputype": "\u017fxm"},
+        codes=(Code.ANNOTATION_VALUE,),
     ),
     left(
         "fail closed: HAMi use-gputype on a MIG request",
         {"containers": [container("c", {"nvidia.com/mig-1g.5gb": 1})]},
         "asks for MIG devices or devices of another kind; pod left as is",
         annotations={"nvidia.com/use-gputype": "A100"},
+        codes=(Code.HAMI_NOT_WHOLE,),
     ),
     left(
         "fail closed: HAMi use-gpuuuid on a MIG single-strategy node",
         {"nodeSelector": {PRODUCT: A100_1G5}, "containers": [container("c", gpu(1))]},
         "nvidia.com/gpu asks for MIG devices",
         annotations={"nvidia.com/use-gpuuuid": UUID_A},
+        codes=(Code.HAMI_NOT_WHOLE,),
     ),
     left(
         "fail closed: another nvidia.com annotation (HAMi's vgpu-mode)",
         ONE_GPU,
         "annotation nvidia.com/vgpu-mode is read by a GPU scheduler or device plugin",
         annotations={"nvidia.com/vgpu-mode": "mig"},
+        codes=(Code.ANNOTATION,),
     ),
     left(
         "fail closed: HAMi's numa-bind",
         ONE_GPU,
         "annotation nvidia.com/numa-bind is read by a GPU scheduler",
         annotations={"nvidia.com/numa-bind": "true"},
+        codes=(Code.ANNOTATION,),
     ),
     left(
         "fail closed: a hami.io annotation",
         ONE_GPU,
         "annotation hami.io/gpu-scheduler-policy is read by a GPU scheduler",
         annotations={"hami.io/gpu-scheduler-policy": "binpack"},
+        codes=(Code.ANNOTATION,),
     ),
     left(
         "fail closed: an annotation in a subdomain of nvidia.com",
         ONE_GPU,
         "annotation gpu.nvidia.com/x is read by a GPU scheduler",
         annotations={"gpu.nvidia.com/x": "y"},
+        codes=(Code.ANNOTATION,),
     ),
     Case(
         "an ignored hami.io annotation leaves no pod (ignoreKeys prefix)",
@@ -610,6 +670,7 @@ FAIL_CLOSED_CASES = [
         "fail closed: a nvidia.com node label that is not GFD's",
         {"nodeSelector": {"nvidia.com/gpu-type": "a100"}, "containers": [container("c", gpu(1))]},
         "node label nvidia.com/gpu-type (In a100): a GPU vendor's label that gpu2dra cannot",
+        codes=(Code.NODE_LABEL,),
     ),
     left(
         "fail closed: a GFD label with no device attribute (gpu.count) in an affinity",
@@ -621,6 +682,7 @@ FAIL_CLOSED_CASES = [
             "containers": [container("c", gpu(1))],
         },
         "node label nvidia.com/gpu.count (Gt 3): a GPU vendor's label",
+        codes=(Code.NODE_LABEL,),
     ),
     Case(
         "an ignored node label stays a node term; the GFD ones are translated",
@@ -654,6 +716,7 @@ FAIL_CLOSED_CASES = [
         {"schedulerName": "hami-scheduler", **ONE_GPU},
         "spec.schedulerName 'hami-scheduler' is not a scheduler known to allocate DRA claims "
         "(the policy's draSchedulers: default-scheduler); pod left as is",
+        codes=(Code.SCHEDULER,),
     ),
     Case(
         "a scheduler the policy names in draSchedulers",
@@ -681,6 +744,7 @@ FAIL_CLOSED_CASES = [
         ONE_GPU,
         "spec.schedulerName 'default-scheduler' is not a scheduler known",
         policy={"draSchedulers": ["kai-scheduler"]},
+        codes=(Code.SCHEDULER,),
     ),
     Case(
         "an ignored vendor resource beside a GPU is no companion",
@@ -698,6 +762,7 @@ FAIL_CLOSED_CASES = [
         None,
         warnings=["spec.schedulerName 'hami-scheduler'", "annotation hami.io/x is read"],
         annotations={"hami.io/x": "1"},
+        codes=(Code.SCHEDULER, Code.ANNOTATION),
     ),
 ]
 
@@ -741,6 +806,7 @@ CASES = [
         {"containers": [container("c", gpu(33))]},
         None,
         warnings=["33 devices exceed the 32"],
+        codes=(Code.TOO_MANY_DEVICES,),
     ),
     *(
         Case(
@@ -748,6 +814,7 @@ CASES = [
             {"containers": [container("c", gpu(bad))]},
             None,
             warnings=["not a non-negative integer"],
+            codes=(Code.NOT_A_COUNT,),
         )
         for bad in ("abc", -1, 1.5, True, "1e-3", "2.5", "")
     ),
@@ -756,12 +823,14 @@ CASES = [
         {"containers": [container("c", requests=gpu(1))]},
         None,
         warnings=["without a limit"],
+        codes=(Code.NO_LIMIT,),
     ),
     Case(
         "request differs from limit: left as is",
         {"containers": [container("c", gpu(2), gpu(1))]},
         None,
         warnings=["differs from its limit"],
+        codes=(Code.REQUEST_NOT_LIMIT,),
     ),
     Case(
         "mixed-strategy MIG",
@@ -790,12 +859,14 @@ CASES = [
         {"containers": [container("c", {"nvidia.com/mig-large": 1})]},
         None,
         warnings=["does not name a MIG profile"],
+        codes=(Code.NOT_A_MIG_PROFILE,),
     ),
     Case(
         "shared GPU replicas would become exclusive: left as is",
         {"containers": [container("c", {"nvidia.com/gpu.shared": 1})]},
         None,
         warnings=["it would become exclusive"],
+        codes=(Code.SHARED_REPLICAS,),
     ),
     Case(
         "regular init container reuses the app container's claim",
@@ -842,6 +913,7 @@ CASES = [
         },
         [("gpu", GPU, 1, ()), ("gpu", GPU, 4, ())],
         ["holds 5 devices where the device plugin gave it 4"],
+        codes=(Code.MORE_DEVICES,),
     ),
     Case(
         "an init container alone in asking gets its own claim: no more devices, no warning",
@@ -1081,6 +1153,7 @@ CASES = [
         },
         None,
         warnings=["nvidia.com/gpu.product (In A) in one of 2 ORed node affinity terms"],
+        codes=(Code.NODE_LABEL,),
     ),
     Case(
         "fail closed: whole-GPU memory cannot select a MIG device, so the pod is left",
@@ -1090,6 +1163,7 @@ CASES = [
         },
         None,
         warnings=["node label nvidia.com/gpu.memory (In 40960): a GPU vendor's label"],
+        codes=(Code.NODE_LABEL,),
     ),
     Case(
         "NVIDIA_VISIBLE_DEVICES read by the app",
@@ -1100,6 +1174,7 @@ CASES = [
         },
         [("gpu", GPU, 1, ())],
         ["NVIDIA_VISIBLE_DEVICES"],
+        codes=(Code.VISIBLE_DEVICES,),
     ),
     Case("no GPUs: nothing to do", {"containers": [container("c", {"cpu": "1"})]}, None),
 ]

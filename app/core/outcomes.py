@@ -1,0 +1,288 @@
+"""Every reason gpu2dra leaves a pod, changes it, or has something to say about it: a code and
+its one message, here and nowhere else.
+
+A `Finding` is the message's text and carries its code, so it goes wherever a warning's text
+goes (admission warnings, `translate` output, `explain`) while `report`, the metrics and the
+tests read the code, never the words. docs/reference/outcomes.md lists them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+from typing import Literal
+
+Kind = Literal["left", "translated", "note"]
+
+# A pod is translated whole or not at all: one container left on the device plugin would
+# leave its pod asking for device-plugin GPUs and DRA claims, from separate node pools.
+POD_LEFT = "pod left as is (a pod is translated whole or not at all)"
+NO_PREEMPTION = (
+    "the scheduler does not preempt for DRA claims on Kubernetes 1.34-1.37 (KEP-5690), so "
+    "it could no longer preempt lower-priority pods for GPUs"
+)
+
+
+class Code(StrEnum):
+    """What happened to a pod, and why. `kind` says whether the pod is left as it is (on the
+    device plugin), translated with something its owner should know, or only noted."""
+
+    kind: Kind
+    message: str
+
+    def __new__(cls, value: str, kind: Kind, message: str) -> Code:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.kind = kind
+        member.message = message
+        return member
+
+    # ---- a container's requests: the whole pod is left ----
+    SHARED_REPLICAS = (
+        "shared-replicas",
+        "left",
+        "{who}: {resource} (shared GPU replicas): under DRA each pod's claim gets devices of "
+        "its own, so it would become exclusive (give its mapping `sharing: TimeSlicing` or "
+        "`MPS` in the policy to translate it); " + POD_LEFT,
+    )
+    NOT_A_MIG_PROFILE = (
+        "not-a-mig-profile",
+        "left",
+        "{who}: {resource} does not name a MIG profile; " + POD_LEFT,
+    )
+    NO_LIMIT = (
+        "no-limit",
+        "left",
+        "{who}: {resource} is requested without a limit (extended resources need both, "
+        "equal); " + POD_LEFT,
+    )
+    NOT_A_COUNT = (
+        "not-a-count",
+        "left",
+        "{who}: {resource} count {count!r} is not a non-negative integer; " + POD_LEFT,
+    )
+    REQUEST_NOT_LIMIT = (
+        "request-not-limit",
+        "left",
+        "{who}: {resource} request {request!r} differs from its limit {limit!r}; " + POD_LEFT,
+    )
+    TOO_MANY_DEVICES = (
+        "too-many-devices",
+        "left",
+        "{who}: {resource}: {count} devices exceed the {most} a DRA claim can be allocated; "
+        + POD_LEFT,
+    )
+    CLAIMS_NOT_A_LIST = (
+        "claims-not-a-list",
+        "left",
+        "{who}: resources.claims is not a list; " + POD_LEFT,
+    )
+    VENDOR_RESOURCE = (
+        "vendor-resource",
+        "left",
+        "{named}: no mapping covers {them} (a GPU fraction, property or selection a DRA "
+        "claim cannot give); " + POD_LEFT,
+    )
+    # ---- the pod: fail closed on what can pick its GPUs ----
+    SCHEDULER = (
+        "scheduler",
+        "left",
+        "spec.schedulerName {name!r} is not a scheduler known to allocate DRA claims (the "
+        "policy's draSchedulers: {known}); pod left as is",
+    )
+    ANNOTATION = (
+        "annotation",
+        "left",
+        "annotation {key} is read by a GPU scheduler or device plugin (HAMi's, NVIDIA's) and "
+        "gpu2dra does not translate it; pod left as is",
+    )
+    ANNOTATION_VALUE = (
+        "annotation-value",
+        "left",
+        "annotation {key} {why}; pod left as is",
+    )
+    NODE_LABEL = (
+        "node-label",
+        "left",
+        "node label {terms}: a GPU vendor's label that gpu2dra cannot turn into a device "
+        "selector for every request of the pod, and {they} can pick its GPUs; pod left as is "
+        "(name the label in the policy's ignoreKeys if it picks no GPU)",
+    )
+    INVALID_NODE_TERM = (
+        "invalid-node-term",
+        "left",
+        "{problem} (the apiserver rejects it); pod left as is",
+    )
+    PREEMPTING = (
+        "preempting",
+        "left",
+        "priorityClassName {name} can preempt, and " + NO_PREEMPTION + "; pod left on the "
+        "device plugin (policy preemptingPods: leave; set translate to move such pods)",
+    )
+    POD_CLAIMS_NOT_A_LIST = (
+        "pod-claims-not-a-list",
+        "left",
+        "spec.resourceClaims is not a list; pod left as is",
+    )
+    MIG_SINGLE = ("mig-single", "left", "the pod {problem}; pod left as is")
+    NO_MIG_SINGLE_MAPPING = (
+        "no-mig-single-mapping",
+        "left",
+        "the pod selects MIG single-strategy nodes (nvidia.com/gpu is a MIG device there) and "
+        "the policy has no migSingle mapping; pod left as is",
+    )
+    HAMI_NOT_WHOLE = (
+        "hami-not-whole",
+        "left",
+        "the pod's HAMi device annotations (nvidia.com/use-gputype, ...) select whole GPUs, "
+        "and {resources} asks for MIG devices or devices of another kind; pod left as is",
+    )
+    SHARED_NODES = (
+        "shared-nodes",
+        "left",
+        "node label {labels} picks shared GPUs (time-slicing or MPS replicas) for {resources}: "
+        "under DRA each pod's claim gets devices of its own, so it would become exclusive; "
+        "pod left as is (give the mapping `sharing: TimeSlicing` or `MPS` in the policy to "
+        "translate it)",
+    )
+    NO_DEVICE_CLASS = (
+        "no-device-class",
+        "left",
+        "DeviceClass {classes} does not exist; pod left as is so that it can still schedule "
+        "through the device plugin",
+    )
+    # ---- admission: what only the live cluster tells ----
+    QUOTA = (
+        "quota",
+        "left",
+        "gpu2dra left the pod on the device plugin, under its quota: {found}, so its DRA "
+        "claims would escape the quota; to translate such pods, limit the DRA side too: {fix}",
+    )
+    NOT_JSON = (
+        "not-json",
+        "left",
+        "the pod spec holds a value JSON cannot carry; pod left as is",
+    )
+    NOT_SYNCED = ("not-synced", "left", "gpu2dra has not synced its caches yet")
+    LATE = ("late", "left", "gpu2dra did not answer within {seconds:g}s")
+    TEMPLATE_NOT_OURS = ("template-not-ours", "left", "gpu2dra will not translate the pod: {why}")
+    TEMPLATE_ERROR = (
+        "template-error",
+        "left",
+        "gpu2dra could not create ResourceClaimTemplates: {why}",
+    )
+    # ---- translated, with something its owner relied on changed ----
+    PREEMPTION_LOST = (
+        "preemption-lost",
+        "translated",
+        "priorityClassName {name} can preempt, but " + NO_PREEMPTION + "; translated as the "
+        "policy's preemptingPods: translate says",
+    )
+    SHARING_NARROWED = (
+        "sharing-narrowed",
+        "translated",
+        "shared GPUs become claims of their own, shared by {strategies} only among this pod's "
+        "containers: pods no longer share a GPU with other pods (the driver needs its alpha "
+        "feature gate {gates})",
+    )
+    VISIBLE_DEVICES = (
+        "visible-devices",
+        "translated",
+        "{who} sets or reads NVIDIA_VISIBLE_DEVICES; under DRA it is `void` and devices come "
+        "through CDI",
+    )
+    MORE_DEVICES = (
+        "more-devices",
+        "translated",
+        "initContainer {names}: no app container asks for as many {resource}, so it gets a "
+        "claim of its own and the pod holds {claimed} devices where the device plugin gave it "
+        "{before}",
+    )
+    NO_ROOM_FOR_RECORD = (
+        "no-room-for-record",
+        "translated",
+        "the pod's annotations leave no room for {annotation}: re-applying its manifest will "
+        "be refused",
+    )
+    # ---- notes: what a manifest's reader should know ----
+    IN_TREE = ("in-tree", "left", "left to the in-tree extended-resource path: {why}")
+    CONTROLLER_READS = (
+        "controller-reads",
+        "note",
+        "{where}left as is: {why}; its pods are translated at admission (in a namespace where "
+        "gpu2dra is enabled)",
+    )
+    OUTSIDE_POD_SPEC = (
+        "outside-pod-spec",
+        "note",
+        "{place} asks for {resources} {inside}, so gpu2dra cannot give it claims here; the "
+        "pods it becomes are translated at admission (in a namespace where gpu2dra is enabled)",
+    )
+    IN_STRING = (
+        "in-string",
+        "note",
+        "{place} creates {kinds} from a manifest string whose pods ask for GPUs; gpu2dra does "
+        "not rewrite manifests inside strings: the pods are translated at admission (in a "
+        "namespace where gpu2dra is enabled)",
+    )
+    NO_RULE = (
+        "no-rule",
+        "note",
+        "{kind} is a kind gpu2dra has no rule for: its pod specs were translated as found; if "
+        "its controller reads GPU counts from them (as KubeRay and Kubeflow Trainer do), apply "
+        "it untranslated and let admission translate its pods",
+    )
+    RAY_GPUS_SET = (
+        "ray-gpus-set",
+        "note",
+        "{group}: rayStartParams.num-gpus set to {count!r}, the GPUs its Ray container asked "
+        "for: KubeRay and the Ray autoscaler read the count from there once the limit is a "
+        "claim",
+    )
+    RAY_GPUS_DIFFER = (
+        "ray-gpus-differ",
+        "note",
+        "{group}: rayStartParams.num-gpus is {set!r} but the Ray container asked for {count} "
+        "GPUs; Ray is started with num-gpus as set",
+    )
+    KUEUE = (
+        "kueue",
+        "note",
+        "queued by Kueue (kueue.x-k8s.io/queue-name): its quota counts these GPUs as DRA "
+        "claims only with the KueueDRAIntegration feature gate on and "
+        "resources.deviceClassMappings in its configuration mapping DeviceClass {classes} to a "
+        "resource the ClusterQueues give quota for; nvidia.com/gpu quota no longer counts them",
+    )
+    VOLCANO = (
+        "volcano",
+        "note",
+        "scheduled by Volcano: its capacity plugin counts these GPUs as DRA claims only with "
+        "capacity.DynamicResourceAllocationEnable set and queue capability, deserved and "
+        "guarantee keys {keys}; nvidia.com/gpu in queue quotas no longer counts them",
+    )
+    WOULD = ("would", "note", "would {what}")
+
+
+class Finding(str):
+    """A message of `code`, with its fields filled in: a string that knows its code."""
+
+    code: Code
+
+    def __new__(cls, code: Code, **fields: object) -> Finding:
+        finding = super().__new__(cls, code.message.format(**fields))
+        finding.code = code
+        return finding
+
+    def __reduce__(self) -> tuple[object, tuple[Code, str]]:
+        return _found, (self.code, str(self))  # copied or pickled, it keeps text and code
+
+
+def _found(code: Code, text: str) -> Finding:
+    finding = str.__new__(Finding, text)
+    finding.code = code
+    return finding
+
+
+def codes(findings: Iterable[str]) -> tuple[Code, ...]:
+    """The codes of `findings`, each once, in order; text that is no Finding has none."""
+    return tuple(dict.fromkeys(f.code for f in findings if isinstance(f, Finding)))
