@@ -22,7 +22,7 @@ from kubernetes import config
 
 from app.core.catalog import Catalog
 from app.core.kube import Obj
-from app.core.outcomes import Code
+from app.core.outcomes import Code, codes
 from app.core.policy import MODE_LABEL, Policy
 from app.core.priority import preempting_class
 from app.core.resources import legacy_devices
@@ -66,6 +66,7 @@ class Workload:
     gpus: dict[str, int]  # legacy resource -> devices one pod (or each pod template) needs
     templates: list[str]  # "name: N x class where ..."
     warnings: list[str]
+    codes: list[str]  # the outcome code of each warning (docs/reference/outcomes.md), once
     seen_through: str = ""  # a pod, when the owner itself could not be read
     # What serves its pods: "gpu2dra", "in-tree" (a DeviceClass names every resource it asks
     # for in extendedResourceName, and gpu2dra leaves it), or "device plugin": only the last
@@ -132,6 +133,7 @@ def workload_of(
         gpus=dict(sorted(gpus.items())),
         templates=[f"{name}: {describe_template(t)}" for (_, name), t in result.templates.items()],
         warnings=list(dict.fromkeys(found)),
+        codes=list(codes(found)),
         path="in-tree" if native else "device plugin",
         translates=bool(result.templates),
         preempts=preempts,
@@ -293,6 +295,7 @@ def render_csv(report: Report) -> str:
             "preempts",
             "templates",
             "warnings",
+            "codes",
         ]
     )
     for n in report.namespaces:
@@ -309,6 +312,7 @@ def render_csv(report: Report) -> str:
                     w.preempts,
                     ";".join(w.templates),
                     " | ".join(w.warnings),
+                    ";".join(w.codes),
                 ]
             )
     return out.getvalue()

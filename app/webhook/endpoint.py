@@ -92,6 +92,7 @@ class Admission:
         self.deadline, self.max_body = deadline, max_body
         self.tally = metrics.tally(endpoint, RESULTS)
         self.translations = metrics.translations
+        self.outcomes = metrics.outcomes
 
     async def __call__(
         self, scope: MutableMapping[str, Any], receive: ASGIReceive, send: ASGISend
@@ -128,6 +129,8 @@ class Admission:
         self.tally.count(verdict.result, elapsed)
         if (mode := _TRANSLATED.get(verdict.result)) is not None:
             self.translations[mode] += 1
+        for code in verdict.codes:
+            self.outcomes[code] += 1
         # Notable answers at info; a routine patch or allow (the metrics count those, and the
         # API server's audit log records every patch) at debug, so its cost is only paid when
         # asked for: building a log record is a third of a remembered pod's answer.

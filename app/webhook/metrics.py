@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 
+from app.core.outcomes import Code
+
 # The apiserver's admission histogram starts at 5 ms; resolve well below that.
 _BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5)
 
@@ -32,11 +34,13 @@ class Tally:
 
 
 class _Requests:
-    """gpu2dra_requests_total, gpu2dra_request_seconds and gpu2dra_translations_total from
-    each endpoint's Tally, at scrape."""
+    """gpu2dra_requests_total, gpu2dra_request_seconds, gpu2dra_translations_total and
+    gpu2dra_outcomes_total from each endpoint's Tally and the shared counts, at scrape."""
 
-    def __init__(self, tallies: dict[str, Tally], translations: dict[str, int]) -> None:
-        self.tallies, self.translations = tallies, translations
+    def __init__(
+        self, tallies: dict[str, Tally], translations: dict[str, int], outcomes: dict[Code, int]
+    ) -> None:
+        self.tallies, self.translations, self.outcomes = tallies, translations, outcomes
 
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
@@ -60,7 +64,14 @@ class _Requests:
         )
         for mode, n in self.translations.items():
             translations.add_metric([mode], n)
-        yield from (requests, latency, translations)
+        outcomes = CounterMetricFamily(
+            "gpu2dra_outcomes",
+            "Pods admission left as they are, or translated with a warning, by outcome code.",
+            labels=["code", "kind"],
+        )
+        for code, n in self.outcomes.items():
+            outcomes.add_metric([code.value, code.kind], n)
+        yield from (requests, latency, translations, outcomes)
 
 
 @dataclass
@@ -71,7 +82,9 @@ class Metrics:
         r = self.registry
         self.tallies: dict[str, Tally] = {}
         self.translations = {"enabled": 0, "audit": 0}
-        r.register(_Requests(self.tallies, self.translations))
+        # every code of a pod admission sees shows, at 0 until counted (notes are offline's)
+        self.outcomes = dict.fromkeys((c for c in Code if c.kind != "note"), 0)
+        r.register(_Requests(self.tallies, self.translations, self.outcomes))
         self.templates_created = Counter(
             "gpu2dra_templates_created", "ResourceClaimTemplates created.", registry=r
         )

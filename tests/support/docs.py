@@ -357,8 +357,9 @@ def outcomes_reference() -> str:
         "",
         "Every reason gpu2dra leaves a pod, changes it, or says something about a manifest has a "
         "code and one message. Admission warnings, `gpu2dra translate`, `/translate`, `explain` "
-        "and `report` show the message; what reads an outcome (`report`'s filter, the tests) "
-        "reads its code, never the words.",
+        "and `report` show the message; `report` and the metric "
+        "`gpu2dra_outcomes_total{code, kind}` ([metrics](metrics.md)) count the code, so a "
+        "dashboard or a script never matches on words.",
         "",
         "| kind | meaning |",
         "|---|---|",

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from app.core.catalog import Catalog
+from app.core.outcomes import Code
 from app.core.policy import load_policy
 from app.core.resources import legacy_devices
 from app.core.translate import translate
@@ -109,6 +110,7 @@ def test_rollout_order_clean_namespaces_first() -> None:
         "container 'c' sets or reads NVIDIA_VISIBLE_DEVICES; under DRA it is `void` and devices "
         "come through CDI"
     ]
+    assert noisy_ns.workloads[0].codes == [Code.VISIBLE_DEVICES]
 
 
 def test_missing_device_class_is_a_warning() -> None:
@@ -117,6 +119,7 @@ def test_missing_device_class_is_a_warning() -> None:
     (workload,) = report.namespaces[0].workloads
     assert workload.templates == []
     assert workload.warnings[0].startswith("DeviceClass mig.nvidia.com does not exist")
+    assert workload.codes == [Code.NO_DEVICE_CLASS]
 
 
 def test_outputs() -> None:
@@ -174,9 +177,13 @@ def test_workloads_whose_pods_can_preempt_are_named() -> None:
     }
     (high,) = [w for w in report.namespaces[0].workloads if w.name == "high"]
     assert any(m.startswith("priorityClassName high can preempt") for m in high.warnings)
+    assert high.codes == [Code.PREEMPTING]
     lines = render_csv(report).splitlines()
     assert lines[0].split(",")[7] == "preempts"
     assert [row.split(",")[7] for row in lines[1:]] == ["", "high", ""]
+    assert [row.rsplit(",", 1)[1] for row in lines] == ["codes", "", "preempting", ""]
+    (body,) = json.loads(render_json(report))["namespaces"]
+    assert [w["codes"] for w in body["workloads"]] == [[], ["preempting"], []]
 
 
 def test_nothing_to_report() -> None:

@@ -302,6 +302,20 @@ def test_not_synced_admits_unchanged(client: TestClient, cluster: FakeCluster) -
         "allowed": True,
         "warnings": ["gpu2dra has not synced its caches yet; pod admitted unchanged"],
     }
+    metrics = client.get("/metrics").text
+    assert 'gpu2dra_outcomes_total{code="not-synced",kind="left"} 1.0' in metrics
+
+
+def test_outcomes_are_counted_by_code(client: TestClient) -> None:
+    left = {"metadata": {"name": "p"}, "spec": {"containers": [container("c", gpu(2), gpu(1))]}}
+    answer = client.post("/mutate", content=review_body(left)).json()["response"]
+    assert "request 1 differs from its limit 2" in answer["warnings"][0]
+    client.post("/mutate", content=review_body(POD))  # translated: no code to count
+    metrics = client.get("/metrics").text
+    assert 'gpu2dra_outcomes_total{code="request-not-limit",kind="left"} 1.0' in metrics
+    assert 'gpu2dra_outcomes_total{code="quota",kind="left"} 0.0' in metrics
+    counted = [line for line in metrics.splitlines() if line.startswith("gpu2dra_outcomes_total{")]
+    assert sum(float(line.rsplit(" ", 1)[1]) for line in counted) == 1.0
 
 
 class SlowCluster(FakeCluster):
