@@ -56,7 +56,7 @@ def outcomes(path: Path, policy: Policy, catalog: Catalog) -> list[dict[str, Any
     for number, (before, after) in enumerate(zip(docs, result.documents, strict=True), 1):
         name = (before.get("metadata") or {}).get("name")
         record: dict[str, Any] = {"document": f"{before.get('kind')} {name}"}
-        warnings = [n.text for n in result.notes if n.document == number]
+        warnings = [str(n.text) for n in result.notes if n.document == number]
         if after is not before:
             record["outcome"] = "translated"
             record["claims"] = _claims(after) - _claims(before)
