@@ -249,9 +249,11 @@ class Code(StrEnum):
         "kueue",
         "note",
         "queued by Kueue (kueue.x-k8s.io/queue-name): its quota counts these GPUs as DRA "
-        "claims only with the KueueDRAIntegration feature gate on and "
-        "resources.deviceClassMappings in its configuration mapping DeviceClass {classes} to a "
-        "resource the ClusterQueues give quota for; nvidia.com/gpu quota no longer counts them",
+        "claims only with its DRA gate on (DynamicResourceAllocation in v0.14-v0.17, off by "
+        "default; KueueDRAIntegration from v0.18, on) and resources.deviceClassMappings in its "
+        "configuration mapping DeviceClass {classes} to a resource the ClusterQueues give quota "
+        "for (v0.17 refuses claims with CEL selectors); nvidia.com/gpu quota no longer counts "
+        "them",
     )
     VOLCANO = (
         "volcano",

@@ -204,7 +204,8 @@ def test_queues_are_told_what_to_count(policy: Policy, catalog: Catalog) -> None
     labelled["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
     _, notes = _run(labelled, policy, catalog)
     (note,) = notes
-    assert "KueueDRAIntegration" in note and "deviceClassMappings" in note
+    assert "KueueDRAIntegration from v0.18" in note and "deviceClassMappings" in note
+    assert "DynamicResourceAllocation in v0.14-v0.17, off by default" in note
     assert "DeviceClass gpu.nvidia.com" in note
     _, notes = _run(_job(labels={"kueue.x-k8s.io/queue-name": "q"}), policy, catalog)
     assert len(notes) == 1
