@@ -19,7 +19,7 @@ import orjson
 from app.core.kube import RESOURCE_GROUP, Obj
 from app.troubleshoot.checks import run_checks
 from app.troubleshoot.checks.check import Check, Facts, NotServed, Reached
-from app.troubleshoot.checks.quota import KUEUE_CONFIG, KUEUE_NAMESPACE
+from app.troubleshoot.checks.kueue import KUEUE_CONFIG, KUEUE_DEPLOYMENT, KUEUE_NAMESPACE
 from app.troubleshoot.client import (
     RESOURCE,
     Listed,
@@ -86,6 +86,11 @@ def gather(reader: Reader) -> Facts:
         quotas=listed("/api/v1/resourcequotas"),
         kueue=attempt(
             lambda: reader.find(f"/api/v1/namespaces/{KUEUE_NAMESPACE}/configmaps/{KUEUE_CONFIG}")
+        ),
+        kueue_manager=attempt(
+            lambda: reader.find(
+                f"/apis/apps/v1/namespaces/{KUEUE_NAMESPACE}/deployments/{KUEUE_DEPLOYMENT}"
+            )
         ),
         priority_classes=listed("/apis/scheduling.k8s.io/v1/priorityclasses"),
         pods=listed("/api/v1/pods"),

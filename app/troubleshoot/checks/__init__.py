@@ -14,10 +14,11 @@ from app.troubleshoot.checks.cluster import (
     check_kubernetes,
     check_slices,
 )
+from app.troubleshoot.checks.kueue import check_kueue
 from app.troubleshoot.checks.namespaces import check_namespaces
 from app.troubleshoot.checks.paths import check_paths
 from app.troubleshoot.checks.preemption import check_preemption
-from app.troubleshoot.checks.quota import check_kueue, check_quota
+from app.troubleshoot.checks.quota import check_quota
 from app.troubleshoot.checks.webhooks import check_endpoints, check_registration, check_tls
 
 CHECKS: tuple[Callable[[Facts, Policy], Check], ...] = (
@@ -31,7 +32,7 @@ CHECKS: tuple[Callable[[Facts, Policy], Check], ...] = (
     lambda f, p: check_namespaces(f.namespaces, p),
     lambda f, p: check_paths(f.device_classes, f.namespaces, f.slices, p),
     lambda f, p: check_quota(f.namespaces, f.quotas, f.device_classes, p),
-    lambda f, p: check_kueue(f.kueue, p),
+    lambda f, p: check_kueue(f.kueue, f.kueue_manager, p),
     lambda f, p: check_preemption(f.namespaces, f.priority_classes, f.pods, f.nodes, p),
 )
 

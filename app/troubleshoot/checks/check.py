@@ -46,6 +46,7 @@ class Facts:
     ready_endpoints: dict[tuple[str, str], int | ReadError] = field(default_factory=dict)
     quotas: Listed = field(default_factory=list)  # every namespace's ResourceQuotas
     kueue: Obj | ReadError | None = None  # Kueue's ConfigMap; None: not installed
+    kueue_manager: Obj | ReadError | None = None  # its Deployment; None: not there
     priority_classes: Listed = field(default_factory=list)
     pods: Listed = field(default_factory=list)  # every namespace's pods
 

@@ -1,25 +1,14 @@
-"""The doctor checks on GPU accounting, each a pure function of what was read: ResourceQuota
-(a translated pod must not escape its namespace's GPU quota) and Kueue (its quota must know
-the DeviceClasses translated pods ask for)."""
+"""The doctor check on ResourceQuota, a pure function of what was read: a translated pod must
+not escape its namespace's GPU quota. Kueue's ClusterQueues: checks/kueue.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
-import yaml
-
 from app.core.catalog import Catalog
-from app.core.kube import Obj
 from app.core.policy import Policy
 from app.core.quota import Quota, describe, fix_line, namespace_uses, unguarded
 from app.core.scope import NEVER_CHANGED, namespace_mode
 from app.troubleshoot.checks.check import Check, unreadable
-from app.troubleshoot.checks.cluster import mapped_classes
 from app.troubleshoot.client import Listed, ReadError
-
-KUEUE_NAMESPACE, KUEUE_CONFIG = "kueue-system", "kueue-manager-config"
-KUEUE_KEY = "controller_manager_config.yaml"
 
 
 def check_quota(namespaces: Listed, quotas: Listed, classes: Listed, policy: Policy) -> Check:
@@ -64,60 +53,3 @@ def check_quota(namespaces: Listed, quotas: Listed, classes: Listed, policy: Pol
         f"{translating} namespace(s) gpu2dra translates in: no legacy GPU quota without its "
         "DRA side",
     )
-
-
-def kueue_configuration(configmap: Obj) -> Obj | None:
-    """The `Configuration` in Kueue's ConfigMap (its usual key first); None if none parses."""
-    data = configmap.get("data") or {}
-    for key in sorted(data, key=lambda k: k != KUEUE_KEY):
-        try:
-            doc = yaml.safe_load(data[key])
-        except yaml.YAMLError:
-            continue
-        if isinstance(doc, dict) and doc.get("kind") == "Configuration":
-            return doc
-    return None
-
-
-def kueue_mapped(configuration: Obj) -> dict[str, str]:
-    """DeviceClass -> the Kueue resource name its claims count as (deviceClassMappings)."""
-    resources: Any = configuration.get("resources") or {}
-    found: dict[str, str] = {}
-    for mapping in (
-        resources.get("deviceClassMappings") or [] if isinstance(resources, dict) else []
-    ):
-        if isinstance(mapping, dict):
-            for device_class in mapping.get("deviceClassNames") or []:
-                found[str(device_class)] = str(mapping.get("name"))
-    return found
-
-
-def check_kueue(configmap: Obj | ReadError | None, policy: Policy) -> Check:
-    """WARN when Kueue runs and cannot count a class gpu2dra translates to."""
-    name = "kueue"
-    where = f"ConfigMap {KUEUE_NAMESPACE}/{KUEUE_CONFIG}"
-    if configmap is None:
-        return Check(name, "PASS", f"Kueue not installed (no {where})")
-    if isinstance(configmap, ReadError):
-        return unreadable(name, configmap)
-    configuration = kueue_configuration(configmap)
-    if configuration is None:
-        return Check(name, "WARN", f"{where} holds no Kueue Configuration", "check Kueue's install")
-    mapped = kueue_mapped(configuration)
-    needed: Sequence[str] = sorted(mapped_classes(policy))
-    missing = [c for c in needed if c not in mapped]
-    if missing:
-        example = ", ".join(f"{{name: <quota name>, deviceClassNames: [{c}]}}" for c in missing)
-        return Check(
-            name,
-            "WARN",
-            f"Kueue is installed and its resources.deviceClassMappings has no entry for "
-            f"{', '.join(missing)}: pods gpu2dra translates are inadmissible in Kueue's "
-            'plain-pod integration ("DeviceClass ... is not mapped"); Job-style integrations '
-            "keep counting nvidia.com/gpu from the pod template",
-            f"add to {KUEUE_KEY} in {where}: resources: {{deviceClassMappings: [{example}]}}, "
-            "give the name a nominalQuota in the ClusterQueues, and restart Kueue (it reads "
-            "the mappings at start-up)",
-        )
-    shown = ", ".join(f"{c} as {mapped[c]}" for c in needed)
-    return Check(name, "PASS", f"Kueue counts {shown}")

@@ -13,9 +13,10 @@ from app.cli import main
 from app.core.policy import load_policy, parse_policy
 from app.troubleshoot.checks.check import Check
 from app.troubleshoot.checks.cluster import check_kubernetes
+from app.troubleshoot.checks.kueue import check_kueue
 from app.troubleshoot.checks.namespaces import check_namespaces
 from app.troubleshoot.checks.preemption import check_preemption
-from app.troubleshoot.checks.quota import check_kueue, check_quota
+from app.troubleshoot.checks.quota import check_quota
 from app.troubleshoot.client import ReadError
 from app.troubleshoot.doctor import render_text
 
@@ -202,9 +203,20 @@ def kueue(config: str | None) -> dict[str, Any]:
     return {"data": {"controller_manager_config.yaml": config}} if config else {"data": {}}
 
 
-BOTH = """
+def manager(version: str = "v0.17.1", *args: str) -> dict[str, Any]:
+    container = {"name": "manager", "image": f"registry.k8s.io/kueue/kueue:{version}"}
+    return {"spec": {"template": {"spec": {"containers": [{**container, "args": list(args)}]}}}}
+
+
+PODS = """
 apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
+integrations:
+  frameworks: [batch/job, pod]
+"""
+BOTH = (
+    PODS
+    + """
 resources:
   deviceClassMappings:
   - name: whole-gpus
@@ -212,32 +224,88 @@ resources:
   - name: mig-slices
     deviceClassNames: [mig.nvidia.com]
 """
+)
+GATE_ON = "--feature-gates=TopologyAwareScheduling=true,DynamicResourceAllocation=true"
+# Without a MIG mapping no claim gpu2dra makes carries selectors of its own.
+WHOLE_ONLY = {"mappings": {"nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com"}}}
 
 
 @pytest.mark.parametrize(
-    ("configmap", "status", "words"),
+    ("configmap", "deployment", "policy", "status", "words"),
     [
-        (None, "PASS", "Kueue not installed"),
-        (ReadError("403 forbidden"), "WARN", "cannot read"),
-        (kueue(None), "WARN", "holds no Kueue Configuration"),
+        (None, None, None, "PASS", "Kueue not installed"),
+        (ReadError("403 forbidden"), manager(), None, "WARN", "cannot read"),
+        (kueue(PODS), ReadError("403 forbidden"), None, "WARN", "cannot read"),
+        (kueue(None), manager(), None, "WARN", "holds no Kueue Configuration"),
+        (None, manager(), None, "WARN", "kueue-manager-config is missing"),
+        (kueue(PODS), None, None, "WARN", "cannot tell Kueue's version"),
+        (kueue(PODS), manager("latest"), None, "WARN", "cannot tell Kueue's version"),
         (
-            kueue("apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"),
-            "WARN",
-            "has no entry for gpu.nvidia.com, mig.nvidia.com",
+            kueue(PODS.replace(", pod]", "]")),
+            manager(),
+            None,
+            "PASS",
+            "builds no Workload from pods",
+        ),
+        (kueue(BOTH), manager("v0.13.4", GATE_ON), None, "FAIL", "counts no DRA claim"),
+        # v0.17's alpha gate is off by default: claims are ignored, the pods escape.
+        (kueue(BOTH), manager(), None, "FAIL", "DRA gate DynamicResourceAllocation off (its"),
+        (
+            kueue(BOTH),
+            manager("v0.17.1", "--feature-gates", "DynamicResourceAllocation=false"),
+            None,
+            "FAIL",
+            "off (--feature-gates)",
+        ),
+        (
+            kueue(
+                BOTH.replace(
+                    "kind: Configuration",
+                    "kind: Configuration\nfeatureGates:\n  KueueDRAIntegration: false",
+                )
+            ),
+            manager("v0.18.0"),
+            None,
+            "FAIL",
+            "DRA gate KueueDRAIntegration off (the Configuration's featureGates)",
+        ),
+        (
+            kueue(PODS),
+            manager("v0.17.1", GATE_ON),
+            None,
+            "FAIL",
+            "has no entry for gpu.nvidia.com, mig.nvidia.com: pods of its pod integration",
         ),
         (
             kueue(BOTH.replace("mig.nvidia.com", "other")),
-            "WARN",
+            manager("v0.18.0"),  # on by default from v0.18
+            None,
+            "FAIL",
             "has no entry for mig.nvidia.com:",
         ),
-        (kueue(BOTH), "PASS", "Kueue counts gpu.nvidia.com as whole-gpus, mig.nvidia.com as mig"),
+        (
+            kueue(BOTH),
+            manager("v0.17.1", GATE_ON),
+            None,
+            "WARN",
+            "refuses a claim with CEL selectors",
+        ),
+        (
+            kueue(BOTH.replace("[batch/job, pod]", "[deployment]")),
+            manager("v0.17.1", GATE_ON),
+            WHOLE_ONLY,
+            "PASS",
+            "Kueue v0.17 counts gpu.nvidia.com as whole-gpus",
+        ),
     ],
 )
-def test_kueue_check(configmap: Any, status: str, words: str) -> None:
-    check = check_kueue(configmap, load_policy(None))
-    assert check.status == status and words in check.summary
-    if status == "WARN" and "has no entry" in words:
-        assert "deviceClassMappings" in check.fix and "restart Kueue" in check.fix
+def test_kueue_check(configmap: Any, deployment: Any, policy: Any, status: str, words: str) -> None:
+    check = check_kueue(configmap, deployment, parse_policy(policy or {}))
+    assert (check.status, words in check.summary) == (status, True), check.summary
+    if status == "FAIL":
+        assert "restart Kueue" in check.fix or "upgrade Kueue" in check.fix, check.fix
+    if "has no entry" in words:
+        assert "deviceClassMappings" in check.fix
 
 
 # ---- priority and preemption -------------------------------------------------------------
