@@ -22,6 +22,13 @@ NO_PREEMPTION = (
     "it could no longer preempt lower-priority pods for GPUs"
 )
 
+# How a pod Kueue would not count ends, by the policy's kueuePods.
+KUEUE_THEN = {
+    "leave": "pod left on the device plugin, where the queue counts it (policy kueuePods: "
+    "leave; set translate to move such pods)",
+    "translate": "translated as the policy's kueuePods: translate says",
+}
+
 
 class Code(StrEnum):
     """What happened to a pod, and why. `kind` says whether the pod is left as it is (on the
@@ -171,6 +178,35 @@ class Code(StrEnum):
         "left",
         "gpu2dra could not create ResourceClaimTemplates: {why}",
     )
+    # ---- Kueue: a queued pod its ClusterQueue would not count (policy kueuePods) ----
+    KUEUE_NO_DRA = (
+        "kueue-no-dra",
+        "left",
+        "queued by {kueue} through its pod integration, which counts no DRA claim (before "
+        "v0.14, or its version cannot be read from its Deployment's image): translated, the "
+        "pod would escape its ClusterQueue's GPU quota; {then}",
+    )
+    KUEUE_GATE_OFF = (
+        "kueue-gate-off",
+        "left",
+        "queued by {kueue} with its DRA gate {gate} off: it ignores DRA claims, so translated "
+        "the pod would escape its ClusterQueue's GPU quota (start Kueue with "
+        "--feature-gates={gate}=true and map the DeviceClasses in "
+        "resources.deviceClassMappings); {then}",
+    )
+    KUEUE_UNMAPPED = (
+        "kueue-unmapped",
+        "left",
+        "queued by {kueue}, whose resources.deviceClassMappings names no {classes}: translated, "
+        "the pod would be inadmissible for good (map the class and restart Kueue); {then}",
+    )
+    KUEUE_SELECTORS = (
+        "kueue-selectors",
+        "left",
+        "queued by {kueue}, which refuses DRA claims with CEL selectors (MIG profiles, GFD or "
+        "HAMi selectors): translated, the pod would be held for good; {then}",
+    )
+    KUEUE_TRANSLATED = ("kueue-translated", "translated", "{why}")
     # ---- translated, with something its owner relied on changed ----
     PREEMPTION_LOST = (
         "preemption-lost",

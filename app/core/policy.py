@@ -21,7 +21,7 @@ NodeLabels = Literal["gpu", "mig", "none"]
 InTree = Literal["defer", "translate"]
 # A pod whose priority class can preempt: on Kubernetes 1.34-1.37 the scheduler preempts for
 # device-plugin GPUs but not for DRA claims. Leave it on the device plugin, or translate it.
-Preempting = Literal["leave", "translate"]
+LeaveOrTranslate = Literal["leave", "translate"]
 
 MODE_LABEL = "gpu2dra.io/migration"
 # Domains whose pod annotations and node labels a GPU scheduler or the device plugin reads,
@@ -64,6 +64,11 @@ migSingle: nvidia.com/mig-*
 # scheduler does not preempt for DRA claims on Kubernetes 1.34-1.37 (KEP-5690), so leave keeps
 # them on the device plugin, where they still preempt; translate moves them and says so.
 preemptingPods: leave
+# Pods Kueue queues through its pod or deployment integration, where that Kueue would not
+# count their DRA claims against the ClusterQueue (its DRA gate off, a DeviceClass not in
+# deviceClassMappings, CEL selectors it refuses): leave keeps them on the device plugin,
+# counted as before; translate moves them and says so.
+kueuePods: leave
 # The schedulers that allocate DRA claims: a GPU pod whose spec.schedulerName is another one
 # is left as it is (unset is default-scheduler).
 draSchedulers: [default-scheduler]
@@ -110,7 +115,8 @@ class Policy:
     device_classes: tuple[str, ...] = ("gpu.nvidia.com", "mig.nvidia.com")
     # The pattern mapping MIG single-strategy pods are translated with; None leaves them.
     mig_single: ResourceMapping | None = None
-    preempting_pods: Preempting = "leave"
+    preempting_pods: LeaveOrTranslate = "leave"
+    kueue_pods: LeaveOrTranslate = "leave"  # the same choice, for pods Kueue would not count
     # The schedulers known to allocate DRA claims (spec.schedulerName; unset is the default).
     dra_schedulers: frozenset[str] = frozenset({"default-scheduler"})
     # Keys in a watched domain that leave no pod: exact, or prefixes ending in `*`.
@@ -271,6 +277,7 @@ KEYS = {
     "mappings",
     "migSingle",
     "preemptingPods",
+    "kueuePods",
     "draSchedulers",
     "ignoreKeys",
 }
@@ -307,7 +314,8 @@ def parse_policy(raw: Any) -> Policy:
         skip_namespaces=frozenset(skip),
         device_classes=tuple(classes),
         mig_single=_mig_single(raw.get("migSingle", DEFAULT["migSingle"]), parsed),
-        preempting_pods=_choice(raw, "preemptingPods", get_args(Preempting)),  # type: ignore[arg-type]
+        preempting_pods=_choice(raw, "preemptingPods", get_args(LeaveOrTranslate)),  # type: ignore[arg-type]
+        kueue_pods=_choice(raw, "kueuePods", get_args(LeaveOrTranslate)),  # type: ignore[arg-type]
         dra_schedulers=_dra_schedulers(raw.get("draSchedulers", DEFAULT["draSchedulers"])),
         ignore_keys=_ignore_keys(raw.get("ignoreKeys", DEFAULT["ignoreKeys"])),
     )

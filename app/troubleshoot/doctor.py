@@ -16,10 +16,10 @@ from dataclasses import asdict
 
 import orjson
 
+from app.core import kueue
 from app.core.kube import RESOURCE_GROUP, Obj
 from app.troubleshoot.checks import run_checks
 from app.troubleshoot.checks.check import Check, Facts, NotServed, Reached
-from app.troubleshoot.checks.kueue import KUEUE_CONFIG, KUEUE_DEPLOYMENT, KUEUE_NAMESPACE
 from app.troubleshoot.client import (
     RESOURCE,
     Listed,
@@ -85,11 +85,11 @@ def gather(reader: Reader) -> Facts:
         ready_endpoints={} if isinstance(regs, ReadError) else _ready(reader, regs),
         quotas=listed("/api/v1/resourcequotas"),
         kueue=attempt(
-            lambda: reader.find(f"/api/v1/namespaces/{KUEUE_NAMESPACE}/configmaps/{KUEUE_CONFIG}")
+            lambda: reader.find(f"/api/v1/namespaces/{kueue.NAMESPACE}/configmaps/{kueue.CONFIG}")
         ),
         kueue_manager=attempt(
             lambda: reader.find(
-                f"/apis/apps/v1/namespaces/{KUEUE_NAMESPACE}/deployments/{KUEUE_DEPLOYMENT}"
+                f"/apis/apps/v1/namespaces/{kueue.NAMESPACE}/deployments/{kueue.DEPLOYMENT}"
             )
         ),
         priority_classes=listed("/apis/scheduling.k8s.io/v1/priorityclasses"),

@@ -19,8 +19,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from app.core import kueue
 from app.core.catalog import Catalog
 from app.core.kube import Obj
+from app.core.kueue import Kueue
 from app.core.policy import Policy
 from app.core.quota import Quota
 from app.core.resources import DraRequest, dra_requests
@@ -244,12 +246,47 @@ class LiveCluster:
             metrics,
             timeout,
         )
+        # Kueue's ConfigMap and Deployment, by name: whether it counts queued pods' claims.
+        self._kueue: Kueue | None = None
+        self.kueue_config: Store[str, Obj] = Store(
+            "kueue-config",
+            functools.partial(
+                self._core.list_namespaced_config_map,
+                kueue.NAMESPACE,
+                field_selector=f"metadata.name={kueue.CONFIG}",
+            ),
+            _name,
+            lambda o: o,
+            metrics,
+            timeout,
+            on_change=self._refresh_kueue,
+        )
+        self.kueue_manager: Store[str, Obj] = Store(
+            "kueue-manager",
+            functools.partial(
+                client.AppsV1Api(api).list_namespaced_deployment,
+                kueue.NAMESPACE,
+                field_selector=f"metadata.name={kueue.DEPLOYMENT}",
+            ),
+            _name,
+            lambda o: o,
+            metrics,
+            timeout,
+            on_change=self._refresh_kueue,
+        )
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
     @property
     def stores(self) -> tuple[Store[Any, Any], ...]:
-        return self.namespaces, self.device_classes, self.templates, self.quotas
+        return (
+            self.namespaces,
+            self.device_classes,
+            self.templates,
+            self.quotas,
+            self.kueue_config,
+            self.kueue_manager,
+        )
 
     def start(self) -> None:
         self._threads = [
@@ -279,6 +316,15 @@ class LiveCluster:
     @property
     def catalog(self) -> Catalog:
         return self._catalog
+
+    def _refresh_kueue(self) -> None:
+        self._kueue = kueue.read(
+            self.kueue_config.get(kueue.CONFIG), self.kueue_manager.get(kueue.DEPLOYMENT)
+        )
+
+    @property
+    def kueue(self) -> Kueue | None:
+        return self._kueue
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         return self.namespaces.get(name)
@@ -412,6 +458,8 @@ class OfflineCluster:
 
     def namespace_quotas(self, namespace: str) -> Sequence[Quota]:
         return ()  # offline, no quota is known: the pod is translated as asked
+
+    kueue = None  # offline, no Kueue is known either
 
     def has_templates(self, namespace: str, templates: Iterable[Owned]) -> bool:
         return True  # offline, templates are returned, never created

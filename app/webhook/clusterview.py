@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from app.core.catalog import Catalog
+from app.core.kueue import Kueue
 from app.core.quota import Quota
 from app.core.resources import DraRequest
 from app.core.templates import Owned
@@ -37,6 +38,10 @@ class ClusterView(Protocol):
 
     def namespace_quotas(self, namespace: str) -> Sequence[Quota]:
         """The namespace's ResourceQuotas (from the cache: no API call); () for none."""
+
+    @property
+    def kueue(self) -> Kueue | None:
+        """Kueue as its ConfigMap and Deployment say (from the cache); None: not installed."""
 
     def has_templates(self, namespace: str, templates: Iterable[Owned]) -> bool:
         """Each template is known to exist in `namespace` as gpu2dra writes it: its name,

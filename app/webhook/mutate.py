@@ -15,7 +15,8 @@ from typing import NamedTuple
 from app.core.catalog import Catalog
 from app.core.failclosed import Annotations, watched_annotations
 from app.core.kube import Obj
-from app.core.outcomes import Code, Finding, codes
+from app.core.kueue import queued, uncounted
+from app.core.outcomes import KUEUE_THEN, Code, Finding, codes
 from app.core.patch import (
     ANNOTATIONS_LIMIT,
     RECORD_ANNOTATION,
@@ -67,6 +68,7 @@ class Outcome(NamedTuple):
     # the patch without the record, for a pod whose annotations have no room for it
     unrecorded: Callable[[], str] = str
     codes: tuple[Code, ...] = ()  # of the warnings: what metrics count
+    selects: bool = False  # a template's request has CEL selectors
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,15 @@ class Mutator:
         quotas = cluster.namespace_quotas(namespace)
         if quotas and (lifted := unguarded(outcome.uses, quotas, cluster.catalog)):
             return self.kept_under_quota(mode, quota_warning(namespace, lifted))
+        if cluster.kueue is not None and queued(_labels(metadata), _controller(metadata)):
+            then = KUEUE_THEN[self.policy.kueue_pods]
+            classes = {c for _, c in outcome.uses}
+            if held := uncounted(cluster.kueue, classes, outcome.selects, then):
+                if self.policy.kueue_pods == "leave":
+                    return self.kept_under_quota(mode, held)
+                moved = Finding(Code.KUEUE_TRANSLATED, why=held)
+                said = (*outcome.warnings, moved)
+                outcome = outcome._replace(warnings=said, codes=(*outcome.codes, moved.code))
         if mode == "audit":
             summary = outcome.summary()
             warnings = [f"gpu2dra audit: would {summary}", *outcome.warnings]
@@ -158,6 +169,11 @@ class Mutator:
             record_size=len(RECORD_ANNOTATION) + len(value.encode()),
             unrecorded=functools.cache(lambda: encode_patch(ops)),
             codes=codes(t.warnings),
+            selects=any(
+                r["exactly"].get("selectors")
+                for tpl in t.templates
+                for r in tpl["spec"]["spec"]["devices"]["requests"]
+            ),
         )
 
     @staticmethod
@@ -215,3 +231,18 @@ def reapplied(request: AdmissionRequest) -> Verdict:
         except TypeError:  # orjson's: nested past what it writes; the API server judges it
             pass
     return allow()
+
+
+def _labels(metadata: object) -> dict[str, object] | None:
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    return labels if isinstance(labels, dict) else None
+
+
+def _controller(metadata: object) -> str | None:
+    """The kind of the pod's controller (its ownerReference with controller: true)."""
+    owners = metadata.get("ownerReferences") if isinstance(metadata, dict) else None
+    for owner in owners if isinstance(owners, list) else ():
+        if isinstance(owner, dict) and owner.get("controller") is True:
+            kind = owner.get("kind")
+            return kind if isinstance(kind, str) else None
+    return None

@@ -33,6 +33,7 @@ from tests.support.cluster import (
     wait_for_default_service_account,
 )
 from tests.support.controlplane import ControlPlane, kubernetes_version
+from tests.support.kueue import GATE_ON, KUEUE_CONFIG, KUEUE_MAPPED, kueue_objects, remove_kueue
 from tests.support.webhook import Webhook, register, render_chart, unregister
 
 RESOURCE = ("resource.k8s.io", "v1")
@@ -566,66 +567,17 @@ def test_commands_need_only_the_read_only_role(
         delete_namespace(api_client, namespace)
 
 
-KUEUE_CONFIG = """apiVersion: config.kueue.x-k8s.io/v1beta2
-kind: Configuration
-integrations:
-  frameworks: [batch/job, pod, deployment]
-"""
-KUEUE_MAPPED = (
-    KUEUE_CONFIG
-    + """resources:
-  deviceClassMappings:
-  - {name: whole-gpus, deviceClassNames: [gpu.nvidia.com]}
-  - {name: mig-slices, deviceClassNames: [mig.nvidia.com]}
-"""
-)
-
-
-def kueue_objects(config: str, *args: str) -> Obj:
-    """Kueue's manager ConfigMap and Deployment as its v0.17.1 release installs them (no
-    replicas: doctor reads the objects, not the manager)."""
-    labels = {"control-plane": "controller-manager"}
-    manager = {"name": "manager", "image": "registry.k8s.io/kueue/kueue:v0.17.1", "args": args}
-    return {
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}},
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
-                "data": {"controller_manager_config.yaml": config},
-            },
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": "kueue-controller-manager", "namespace": "kueue-system"},
-                "spec": {
-                    "replicas": 0,
-                    "selector": {"matchLabels": labels},
-                    "template": {
-                        "metadata": {"labels": labels},
-                        "spec": {"containers": [{**manager, "args": list(args)}]},
-                    },
-                },
-            },
-        ],
-    }
-
-
 def test_kueue_that_cannot_count_claims_fails(
     webhook: Webhook, api_client: client.ApiClient, control_plane: ControlPlane
 ) -> None:
     """Kueue v0.17 with its DRA gate off ignores claims: FAIL; on without mappings: FAIL;
     on and mapped: WARN, since it refuses the CEL selectors of MIG claims."""
-    gate = "--feature-gates=DynamicResourceAllocation=true"
     seen = {}
     try:
         for config, args, status in (
             (KUEUE_MAPPED, (), "FAIL"),
-            (KUEUE_CONFIG, (gate,), "FAIL"),
-            (KUEUE_MAPPED, (gate,), "WARN"),
+            (KUEUE_CONFIG, (GATE_ON,), "FAIL"),
+            (KUEUE_MAPPED, (GATE_ON,), "WARN"),
         ):
             control_plane.kubectl("apply", "-f", "-", stdin=kueue_objects(config, *args))
             code, checks = doctor(control_plane)
@@ -633,14 +585,7 @@ def test_kueue_that_cannot_count_claims_fails(
             assert checks["kueue"]["status"] == status
             assert code == 1 or status != "FAIL"
     finally:
-        control_plane.kubectl(
-            "delete",
-            "-n",
-            "kueue-system",
-            "deployment/kueue-controller-manager",
-            "configmap/kueue-manager-config",
-            "--ignore-not-found",
-        )
+        remove_kueue(control_plane)
     off, unmapped, mapped = seen["FAIL", False], seen["FAIL", True], seen["WARN", True]
     assert "DRA gate DynamicResourceAllocation off (its default)" in off["summary"]
     assert "--feature-gates=DynamicResourceAllocation=true" in off["fix"]

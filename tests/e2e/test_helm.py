@@ -228,6 +228,15 @@ def test_service_account_can_do_exactly_what_rbac_grants(
         client.CoreV1Api(sa).list_namespace()
         client.CoreV1Api(sa).list_resource_quota_for_all_namespaces()
         resource.list_device_class()
+        # Kueue's objects by name, as the caches watch them; no other ConfigMap.
+        named = "metadata.name=kueue-manager-config"
+        client.CoreV1Api(sa).list_namespaced_config_map("kueue-system", field_selector=named)
+        client.AppsV1Api(sa).list_namespaced_deployment(
+            "kueue-system", field_selector="metadata.name=kueue-controller-manager"
+        )
+        with pytest.raises(ApiException) as others:
+            client.CoreV1Api(sa).list_namespaced_config_map("kueue-system")
+        assert others.value.status == 403
         resource.list_resource_claim_template_for_all_namespaces()
         template = {
             "apiVersion": "resource.k8s.io/v1",

@@ -131,6 +131,12 @@ FIELDS = {
     "`preemptionPolicy` is not `Never`): `leave` keeps them on the device plugin, where they "
     "still preempt; `translate` moves them, with a warning that the scheduler does not preempt "
     "for DRA claims on Kubernetes 1.34-1.37.",
+    "kueuePods": "Pods Kueue queues through its `pod` or `deployment` integration (label "
+    "`kueue.x-k8s.io/queue-name`, no Job-style controller), where that Kueue would not count "
+    "their DRA claims against the ClusterQueue: its DRA gate off, a DeviceClass missing from "
+    "`deviceClassMappings`, or CEL selectors it refuses. `leave` keeps them on the device "
+    "plugin, counted as before; `translate` moves them, with a warning. See "
+    "[Kueue](../concepts/quota.md#kueue).",
     "draSchedulers": "The schedulers known to allocate DRA claims: a GPU pod whose "
     "`spec.schedulerName` is another one is left as it is, with a warning (an unset "
     "`schedulerName` is `default-scheduler`). See [fail closed](../concepts/translation.md"
@@ -192,7 +198,8 @@ def _values(key: str) -> str:
     choices: dict[str, tuple[str, ...]] = {
         "defaultMode": policy.MODES,
         "onError": get_args(policy.OnError),
-        "preemptingPods": get_args(policy.Preempting),
+        "preemptingPods": get_args(policy.LeaveOrTranslate),
+        "kueuePods": get_args(policy.LeaveOrTranslate),
     }
     if key in choices:
         return " \\| ".join(f"`{v}`" for v in choices[key])

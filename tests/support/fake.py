@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.core.catalog import Catalog
+from app.core.kueue import Kueue
 from app.core.quota import Quota
 from app.core.resources import DraRequest
 from app.core.templates import Owned
@@ -26,6 +27,7 @@ class FakeCluster:
     # (namespace, name) of templates someone else made under gpu2dra's name
     squatted: set[tuple[str, str]] = field(default_factory=set)
     ready: bool = True
+    kueue: Kueue | None = None
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         return self.labels.get(name)

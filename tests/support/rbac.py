@@ -15,4 +15,8 @@ GRANTED = {
     ("resource.k8s.io", "resourceclaimtemplates", "watch"),
     ("resource.k8s.io", "resourceclaimtemplates", "create"),
     ("resource.k8s.io", "resourceclaims", "get"),
+    ("", "configmaps", "list"),  # kueue-manager-config only
+    ("", "configmaps", "watch"),
+    ("apps", "deployments", "list"),  # kueue-controller-manager only
+    ("apps", "deployments", "watch"),
 }

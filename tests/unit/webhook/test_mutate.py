@@ -4,6 +4,8 @@ one shape once."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
 import pytest
@@ -12,6 +14,8 @@ from hypothesis import strategies as st
 
 from app.core.catalog import Catalog
 from app.core.failclosed import Annotations
+from app.core.kueue import Gate, Kueue
+from app.core.outcomes import Code
 from app.core.policy import Policy, load_policy, parse_policy
 from app.core.translate import translate
 from app.webhook.mutate import (
@@ -20,6 +24,7 @@ from app.webhook.mutate import (
     Mutator,
 )
 from app.webhook.reviews import AdmissionRequest, Answer
+from app.webhook.verdicts import Decision, Verdict
 from tests.support.fake import FakeCluster
 from tests.support.pods import container, gpu
 from tests.support.reviews import translated
@@ -317,3 +322,62 @@ def test_audit_says_which_path_a_pod_would_take() -> None:
     ]
     cluster.labels["ml"]["gpu2dra.io/migration"] = "enabled"
     assert run(Mutator(load_policy(None))(request(pod()), cluster)) == {"allowed": True}
+
+
+def run_verdict(decision: Decision) -> Verdict:
+    return asyncio.run(decision) if isinstance(decision, Coroutine) else decision
+
+
+def queued_pod(spec: Obj | None = None, **meta: Any) -> Obj:
+    obj = pod(spec)
+    obj["metadata"] |= {"labels": {"kueue.x-k8s.io/queue-name": "team-a"}, **meta}
+    return obj
+
+
+KUEUE_OFF = Kueue((0, 17), Gate("DynamicResourceAllocation", False, "its default"), ("pod",))
+KUEUE_ON = Kueue(
+    (0, 17),
+    Gate("DynamicResourceAllocation", True, "--feature-gates"),
+    ("pod",),
+    {"gpu.nvidia.com": "whole-gpus"},
+)
+
+
+def test_a_pod_kueue_would_not_count_stays_on_the_device_plugin(mutate: Mutator) -> None:
+    cluster = enabled()
+    cluster.kueue = KUEUE_OFF
+    verdict = run_verdict(mutate(request(queued_pod()), cluster))
+    assert verdict.result == "quota"
+    assert verdict.codes == (Code.KUEUE_GATE_OFF,)
+    (warning,) = verdict.response["warnings"]
+    assert "DRA gate DynamicResourceAllocation off" in warning
+    assert warning.endswith("(policy kueuePods: leave; set translate to move such pods)")
+    assert "patch" not in verdict.response and cluster.created == []
+    # Counted from its Job's template, or not queued: translated.
+    owner = {"kind": "Job", "name": "j", "uid": "u", "apiVersion": "batch/v1", "controller": True}
+    job_pod = queued_pod(ownerReferences=[owner])
+    assert "patch" in run(mutate(request(job_pod), cluster))
+    assert "patch" in run(mutate(request(pod()), cluster))
+
+
+def test_kueue_with_the_gate_and_mappings_counts_whole_gpus_not_mig(mutate: Mutator) -> None:
+    cluster = enabled()
+    cluster.kueue = KUEUE_ON
+    obj = queued_pod()
+    assert patched(obj, run(mutate(request(obj), cluster))) == translated(
+        obj, mutate.policy, cluster.catalog
+    )
+    mig = queued_pod({"containers": [container("c", {"nvidia.com/mig-1g.5gb": 1})]})
+    verdict = run_verdict(mutate(request(mig), cluster))
+    # mig.nvidia.com is not mapped, before its selectors are refused
+    assert verdict.codes == (Code.KUEUE_UNMAPPED,)
+
+
+def test_kueue_pods_translate_moves_them_and_says_so() -> None:
+    policy = parse_policy({"kueuePods": "translate"})
+    cluster = enabled()
+    cluster.kueue = KUEUE_OFF
+    verdict = run_verdict(Mutator(policy)(request(queued_pod()), cluster))
+    assert "patch" in verdict.response and verdict.codes == (Code.KUEUE_TRANSLATED,)
+    (warning,) = verdict.response["warnings"]
+    assert warning.endswith("; translated as the policy's kueuePods: translate says")
