@@ -161,10 +161,27 @@ def read(configmap: Obj | None, deployment: Obj | None) -> Kueue | None:
     return Kueue(at, found, based, mapped(config))
 
 
-def queued(labels: Mapping[str, Any] | None, controller: str | None) -> bool:
-    """Whether Kueue's pod-based integrations count this pod from the pod itself: it has a
-    queue and no controller that Kueue counts from its template."""
-    return bool(labels and labels.get(QUEUE_LABEL)) and controller not in TEMPLATE_COUNTED
+def queued(metadata: object) -> bool:
+    """Whether Kueue's pod-based integrations count the pod of `metadata` from the pod itself:
+    it has a queue, and no controller that Kueue counts from its template (a ReplicaSet's
+    pods are the deployment integration's)."""
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    if not isinstance(labels, dict) or not labels.get(QUEUE_LABEL):
+        return False
+    owners = metadata.get("ownerReferences") if isinstance(metadata, dict) else None
+    for owner in owners if isinstance(owners, list) else ():
+        if isinstance(owner, dict) and owner.get("controller") is True:
+            return owner.get("kind") not in TEMPLATE_COUNTED
+    return True
+
+
+def selecting(templates: Iterable[Obj]) -> bool:
+    """Whether a request of the templates has CEL selectors (what v0.17 refuses)."""
+    return any(
+        r["exactly"].get("selectors")
+        for t in templates
+        for r in t["spec"]["spec"]["devices"]["requests"]
+    )
 
 
 def uncounted(kueue: Kueue, classes: Iterable[str], selects: bool, then: str) -> Finding | None:

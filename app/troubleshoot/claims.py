@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from app.core.kube import Obj, dns_label
+from app.core.kueue import Kueue
 from app.core.resources import dra_requests
 from app.core.templates import TEMPLATE_PREFIX, describe_template, is_managed
 from app.troubleshoot.allocation import Step, allocated_to, analyse_request
@@ -31,6 +32,8 @@ class PodFacts:
     events: Listed = field(default_factory=list)
     webhook_registered: bool | None = None  # None: could not tell
     quotas: Listed = field(default_factory=list)  # the namespace's ResourceQuotas
+    # Kueue as its objects say, read for a pod it queues; None: not installed, or not queued
+    kueue: Kueue | ReadError | None = None
 
 
 def unreadable_step(what: str, err: ReadError) -> Step:

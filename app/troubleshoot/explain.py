@@ -12,10 +12,12 @@ import sys
 from dataclasses import dataclass
 from functools import partial
 
+from app.core import kueue
 from app.core.catalog import Catalog
 from app.core.intree import native_classes
 from app.core.kube import Obj
-from app.core.outcomes import NO_PREEMPTION
+from app.core.kueue import queued, selecting, uncounted
+from app.core.outcomes import KUEUE_THEN, NO_PREEMPTION
 from app.core.policy import MODE_LABEL, Policy, mode_label
 from app.core.priority import preempting_class
 from app.core.quota import Quota, quota_warning, unguarded
@@ -83,6 +85,14 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
         if lifted := unguarded(moved, map(Quota.of, facts.quotas), catalog):
             warning = quota_warning(namespace, lifted)
             return [*notes, Step("info", f"not translated ({asks}): {warning}"), *more]
+    if mode != "disabled" and translation.changed and policy.kueue_pods == "leave":
+        if isinstance(facts.kueue, ReadError):
+            notes.append(unreadable_step("Kueue's ConfigMap and Deployment", facts.kueue))
+        elif facts.kueue is not None:
+            classes = {c for _, c in translation.uses}
+            selects = selecting(translation.templates)
+            if held := uncounted(facts.kueue, classes, selects, KUEUE_THEN["leave"]):
+                return [*notes, Step("info", f"not translated ({asks}): {held}"), *more]
     return notes + _verdict(facts, asks, mode, where, translation, uses) + more
 
 
@@ -284,7 +294,21 @@ def gather(reader: Reader, namespace: str, name: str) -> PodFacts:
         events=events,
         webhook_registered=registered,
         quotas=attempt(partial(reader.items, f"/api/v1/namespaces/{namespace}/resourcequotas")),
+        kueue=_kueue(reader) if queued(pod.get("metadata")) else None,
     )
+
+
+def _kueue(reader: Reader) -> kueue.Kueue | ReadError | None:
+    config = attempt(
+        partial(reader.find, f"/api/v1/namespaces/{kueue.NAMESPACE}/configmaps/{kueue.CONFIG}")
+    )
+    path = f"/apis/apps/v1/namespaces/{kueue.NAMESPACE}/deployments/{kueue.DEPLOYMENT}"
+    manager = attempt(partial(reader.find, path))
+    if isinstance(config, ReadError):
+        return config
+    if isinstance(manager, ReadError):
+        return manager
+    return kueue.read(config, manager)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from app.core.catalog import Catalog
 from app.core.failclosed import Annotations, watched_annotations
 from app.core.kube import Obj
-from app.core.kueue import queued, uncounted
+from app.core.kueue import queued, selecting, uncounted
 from app.core.outcomes import KUEUE_THEN, Code, Finding, codes
 from app.core.patch import (
     ANNOTATIONS_LIMIT,
@@ -110,7 +110,7 @@ class Mutator:
         quotas = cluster.namespace_quotas(namespace)
         if quotas and (lifted := unguarded(outcome.uses, quotas, cluster.catalog)):
             return self.kept_under_quota(mode, quota_warning(namespace, lifted))
-        if cluster.kueue is not None and queued(_labels(metadata), _controller(metadata)):
+        if cluster.kueue is not None and queued(metadata):
             then = KUEUE_THEN[self.policy.kueue_pods]
             classes = {c for _, c in outcome.uses}
             if held := uncounted(cluster.kueue, classes, outcome.selects, then):
@@ -169,11 +169,7 @@ class Mutator:
             record_size=len(RECORD_ANNOTATION) + len(value.encode()),
             unrecorded=functools.cache(lambda: encode_patch(ops)),
             codes=codes(t.warnings),
-            selects=any(
-                r["exactly"].get("selectors")
-                for tpl in t.templates
-                for r in tpl["spec"]["spec"]["devices"]["requests"]
-            ),
+            selects=selecting(t.templates),
         )
 
     @staticmethod
@@ -231,18 +227,3 @@ def reapplied(request: AdmissionRequest) -> Verdict:
         except TypeError:  # orjson's: nested past what it writes; the API server judges it
             pass
     return allow()
-
-
-def _labels(metadata: object) -> dict[str, object] | None:
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    return labels if isinstance(labels, dict) else None
-
-
-def _controller(metadata: object) -> str | None:
-    """The kind of the pod's controller (its ownerReference with controller: true)."""
-    owners = metadata.get("ownerReferences") if isinstance(metadata, dict) else None
-    for owner in owners if isinstance(owners, list) else ():
-        if isinstance(owner, dict) and owner.get("controller") is True:
-            kind = owner.get("kind")
-            return kind if isinstance(kind, str) else None
-    return None

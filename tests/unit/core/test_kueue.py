@@ -48,6 +48,11 @@ def test_read() -> None:
     assert blind == Kueue(None, None, ("pod", "deployment"), {})
 
 
+def metadata(labels: Any, controller: str | None) -> Any:
+    owner = {"kind": controller, "name": "o", "controller": True} if controller else None
+    return {"labels": labels, "ownerReferences": [owner] if owner else []}
+
+
 @pytest.mark.parametrize(
     ("labels", "controller", "expected"),
     [
@@ -60,7 +65,7 @@ def test_read() -> None:
     ],
 )
 def test_queued(labels: Any, controller: str | None, expected: bool) -> None:
-    assert queued(labels, controller) is expected
+    assert queued(metadata(labels, controller)) is expected
 
 
 def test_uncounted() -> None:

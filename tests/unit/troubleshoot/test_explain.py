@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from app.core.kueue import QUEUE_LABEL, Gate, Kueue
 from app.core.policy import load_policy
 from app.core.resources import DraRequest
 from app.troubleshoot.allocation import analyse_request
@@ -374,3 +375,31 @@ def test_a_template_under_gpu2dras_name_without_its_label_is_flagged() -> None:
     )
     step = explain(facts, load_policy(None)).steps[1]
     assert step.state == "WARN" and "gpu2dra did not make it" in step.text
+
+
+def test_a_queued_pod_kueue_would_not_count_is_explained() -> None:
+    pod = {
+        "metadata": {"name": "p", "namespace": "ml", "labels": {QUEUE_LABEL: "team-a"}},
+        "spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+    }
+    off = Kueue((0, 17), Gate("DynamicResourceAllocation", False, "its default"), ("pod",))
+    facts = PodFacts(
+        pod=pod,
+        namespace_labels={"gpu2dra.io/migration": "enabled"},
+        device_classes=list(CLASSES.values()),
+        kueue=off,
+    )
+    first = explain(facts, load_policy(None)).steps[0]
+    assert first.state == "info"
+    assert first.text.startswith("not translated (1 x nvidia.com/gpu): queued by Kueue v0.17 ")
+    assert "pod left on the device plugin, where the queue counts it" in first.text
+    unreadable = explain(
+        PodFacts(
+            pod=pod,
+            namespace_labels={"gpu2dra.io/migration": "enabled"},
+            device_classes=list(CLASSES.values()),
+            kueue=ReadError("GET ...: 403 forbidden"),
+        ),
+        load_policy(None),
+    ).steps[0]
+    assert unreadable.state == "WARN" and "Kueue's ConfigMap and Deployment" in unreadable.text
