@@ -83,6 +83,8 @@ def kept(doc: Obj) -> tuple[Path, str] | None:
 def known(doc: Obj) -> bool:
     """Whether a rule knows the kind (by its kind alone where the document has no apiVersion)."""
     kind = doc.get("kind")
+    if not isinstance(kind, str):
+        return False  # no kind at all: no rule can know it
     if "apiVersion" not in doc:
         return any(kind in kinds for kinds in _KNOWN.values())
     return kind in _KNOWN.get(group_of(doc), ())

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from app.core.catalog import Catalog
+from app.core.outcomes import Code, codes
 from app.core.policy import Policy, parse_policy
 from app.manifests.documents import translate_documents
 from app.manifests.render import translate_text
@@ -237,6 +238,13 @@ def test_a_kind_no_rule_knows_is_translated_with_a_note(policy: Policy, catalog:
     assert out["spec"]["template"]["spec"]["resourceClaims"]
     (note,) = notes
     assert note.startswith("CloneSet is a kind gpu2dra has no rule for")
+
+
+def test_a_kind_that_is_no_string_is_a_kind_no_rule_knows(policy: Policy, catalog: Catalog) -> None:
+    # The fuzzer's find: a map as `kind`, and no apiVersion, once raised "unhashable type".
+    doc = {"kind": {"containers": [_container(1)]}, "spec": {"containers": [_container(1)]}}
+    _, notes = _run(doc, policy, catalog)
+    assert codes(notes) == (Code.NO_RULE,)
 
 
 def test_device_classes_in_the_manifest_join_the_catalog(policy: Policy, catalog: Catalog) -> None:
