@@ -49,21 +49,10 @@ def _served(api: client.ApiClient, webhook: Webhook, namespace: str, name: str |
         {"spec": {"extendedResourceName": name}},
     )
     webhook.set_mode(api, namespace, "enabled")
-    probe = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "probe",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "operation": "CREATE",
-            "namespace": namespace,
-            "object": gpu_pod("probe", {"nvidia.com/gpu": 1}),
-            "dryRun": True,
-        },
-    }
+    probe = gpu_pod("probe", {"nvidia.com/gpu": 1})
 
     def seen() -> bool:
-        response = webhook.post("/mutate", probe)[1]["response"]
+        response = webhook.dry_run(namespace, probe)
         return ("patch" in response) == (name is None)
 
     wait_for(seen, 30, f"gpu2dra to see extendedResourceName {name}")

@@ -30,20 +30,7 @@ def queued(name: str, resources: dict[str, int]) -> Obj:
 
 def probe(hook: Webhook, namespace: str) -> Obj:
     """The webhook's answer for a queued one-GPU pod (dry run: nothing created)."""
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "probe",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "operation": "CREATE",
-            "namespace": namespace,
-            "object": queued("probe", {"nvidia.com/gpu": 1}),
-            "dryRun": True,
-        },
-    }
-    response: Obj = hook.post("/mutate", review)[1]["response"]
-    return response
+    return hook.dry_run(namespace, queued("probe", {"nvidia.com/gpu": 1}))
 
 
 @pytest.fixture

@@ -39,20 +39,7 @@ def legacy_quota(plane: ControlPlane, namespace: str) -> None:
 
 def probe(hook: Webhook, namespace: str) -> Obj:
     """The webhook's answer for a one-GPU pod in `namespace` (dry run: nothing created)."""
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "probe",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "operation": "CREATE",
-            "namespace": namespace,
-            "object": gpu_pod("probe", {"nvidia.com/gpu": 1}),
-            "dryRun": True,
-        },
-    }
-    response: Obj = hook.post("/mutate", review)[1]["response"]
-    return response
+    return hook.dry_run(namespace, gpu_pod("probe", {"nvidia.com/gpu": 1}))
 
 
 def wait_until_seen(hook: Webhook, namespace: str, *, translates: bool) -> None:

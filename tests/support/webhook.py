@@ -171,18 +171,9 @@ class Webhook:
             if sample.name == name and labels.items() <= sample.labels.items()
         )
 
-    def set_mode(self, api: client.ApiClient, namespace: str, mode: str | None) -> None:
-        """Label the namespace and wait until this webhook's cache has seen the label."""
-        client.CoreV1Api(api).patch_namespace(
-            namespace, {"metadata": {"labels": {"gpu2dra.io/migration": mode}}}
-        )
-        # An init container asking too: translated even where gpu2dra defers plain pods to
-        # the in-tree path (it would give the init container devices of its own).
-        gpu = {"resources": {"limits": {"nvidia.com/gpu": 1}}}
-        pod = {
-            "spec": {"containers": [{"name": "c", **gpu}], "initContainers": [{"name": "i", **gpu}]}
-        }
-        probe = {
+    def dry_run(self, namespace: str, pod: Obj) -> Obj:
+        """The webhook's answer to a dry-run CREATE of `pod` in `namespace`: nothing created."""
+        review = {
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
             "request": {
@@ -194,10 +185,24 @@ class Webhook:
                 "dryRun": True,
             },
         }
+        response: Obj = self.post("/mutate", review)[1]["response"]
+        return response
+
+    def set_mode(self, api: client.ApiClient, namespace: str, mode: str | None) -> None:
+        """Label the namespace and wait until this webhook's cache has seen the label."""
+        client.CoreV1Api(api).patch_namespace(
+            namespace, {"metadata": {"labels": {"gpu2dra.io/migration": mode}}}
+        )
+        # An init container asking too: translated even where gpu2dra defers plain pods to
+        # the in-tree path (it would give the init container devices of its own).
+        gpu = {"resources": {"limits": {"nvidia.com/gpu": 1}}}
+        pod = {
+            "spec": {"containers": [{"name": "c", **gpu}], "initContainers": [{"name": "i", **gpu}]}
+        }
         expected = {"enabled": "patch", "audit": "auditAnnotations"}.get(mode or "")
         deadline = time.monotonic() + 30
         while True:
-            response = self.post("/mutate", probe)[1]["response"]
+            response = self.dry_run(namespace, pod)
             seen = [key for key in ("patch", "auditAnnotations") if key in response]
             if seen == ([expected] if expected else []):
                 return

@@ -14,9 +14,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from app.core.templates import owned
-from app.webhook.cluster import LiveCluster, Store
+from app.webhook.cluster import LiveCluster
 from app.webhook.clusterview import ReadFailed, TemplateError
 from app.webhook.metrics import Metrics
+from app.webhook.stores import Store
 
 
 class FakeResponse:
@@ -197,7 +198,7 @@ class QuotaApi:
 
 def test_quotas_are_read_by_namespace() -> None:
     from app.core.quota import Quota
-    from app.webhook.cluster import NamespacedStore
+    from app.webhook.stores import NamespacedStore
 
     stop = threading.Event()
     store: NamespacedStore[Quota] = NamespacedStore(
