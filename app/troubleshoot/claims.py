@@ -34,6 +34,8 @@ class PodFacts:
     quotas: Listed = field(default_factory=list)  # the namespace's ResourceQuotas
     # Kueue as its objects say, read for a pod it queues; None: not installed, or not queued
     kueue: Kueue | ReadError | None = None
+    # The Workload of a pod Kueue's admission gate holds; None: not gated, or none yet
+    workload: Obj | ReadError | None = None
 
 
 def unreadable_step(what: str, err: ReadError) -> Step:

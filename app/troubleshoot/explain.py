@@ -29,6 +29,7 @@ from app.troubleshoot.allocation import Step
 from app.troubleshoot.claims import PodFacts, claim_steps, extended_steps, unreadable_step
 from app.troubleshoot.client import (
     RESOURCE,
+    NotFound,
     Reader,
     ReadError,
     Unreachable,
@@ -151,10 +152,13 @@ def _verdict(
     ]
 
 
-def _schedule_step(pod: Obj) -> Step:
+def _schedule_step(facts: PodFacts) -> Step:
+    pod = facts.pod
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     if spec.get("nodeName"):
         return Step("ok", f"scheduled and bound to node {spec['nodeName']}")
+    if kueue.admission_gated(spec):
+        return _held_by_kueue(facts.workload)
     if spec.get("schedulingGates"):
         gates = ", ".join(g.get("name", "") for g in spec["schedulingGates"])
         return Step("FAIL", f"not scheduled: scheduling gates {gates} are still set")
@@ -162,6 +166,17 @@ def _schedule_step(pod: Obj) -> Step:
         if c.get("type") == "PodScheduled" and c.get("status") == "False":
             return Step("FAIL", f"not scheduled ({c.get('reason')}): {c.get('message', '')}")
     return Step("FAIL", "not scheduled yet: the scheduler has not judged it (is it running?)")
+
+
+def _held_by_kueue(workload: Obj | ReadError | None) -> Step:
+    """Why Kueue's admission gate is still on the pod, as its Workload's conditions say."""
+    held = f"not scheduled: Kueue holds it (scheduling gate {kueue.ADMISSION_GATE})"
+    if isinstance(workload, ReadError):
+        return Step("FAIL", held, (cannot_read(workload, "its Workload"),))
+    if workload is None:
+        return Step("FAIL", f"{held}: no Workload of it yet (is Kueue's manager running?)")
+    name = workload["metadata"].get("name")
+    return Step("FAIL", f"{held}: Workload {name}: {kueue.waiting_for(workload)}")
 
 
 def _event_line(event: Obj) -> str:
@@ -196,7 +211,7 @@ def explain(facts: PodFacts, policy: Policy) -> Explanation:
     if refused and not spec.get("nodeName"):
         steps.append(Step("FAIL", "not scheduled: the scheduler waits until its claims exist"))
     else:
-        steps.append(_schedule_step(pod))
+        steps.append(_schedule_step(facts))
     waiting = not spec.get("nodeName") and spec.get("resourceClaims")
     if waiting and (preempting := preempting_class(spec)) is not None:
         steps.append(
@@ -295,7 +310,23 @@ def gather(reader: Reader, namespace: str, name: str) -> PodFacts:
         webhook_registered=registered,
         quotas=attempt(partial(reader.items, f"/api/v1/namespaces/{namespace}/resourcequotas")),
         kueue=_kueue(reader) if queued(pod.get("metadata")) else None,
+        workload=_workload(reader, pod) if kueue.admission_gated(spec) else None,
     )
+
+
+def _workload(reader: Reader, pod: Obj) -> Obj | ReadError | None:
+    """The Workload Kueue's pod integration made of the pod: the one it owns (v1beta2 from
+    Kueue v0.15, v1beta1 before)."""
+    namespace = pod["metadata"].get("namespace")
+    listed: list[Obj] | ReadError = NotFound("no Workload API")
+    for version in kueue.WORKLOAD_VERSIONS:
+        path = f"/apis/kueue.x-k8s.io/{version}/namespaces/{namespace}/workloads"
+        listed = attempt(partial(reader.items, path))
+        if not isinstance(listed, NotFound):
+            break
+    if isinstance(listed, ReadError):
+        return listed
+    return kueue.workload_of(pod, listed)
 
 
 def _kueue(reader: Reader) -> kueue.Kueue | ReadError | None:

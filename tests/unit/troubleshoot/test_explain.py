@@ -403,3 +403,38 @@ def test_a_queued_pod_kueue_would_not_count_is_explained() -> None:
         load_policy(None),
     ).steps[0]
     assert unreadable.state == "WARN" and "Kueue's ConfigMap and Deployment" in unreadable.text
+
+
+def _held(workload: Obj | ReadError | None) -> str:
+    pod = {
+        "metadata": {"name": "p", "namespace": "ml", "uid": "u1", "labels": {QUEUE_LABEL: "q"}},
+        "spec": {
+            "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 1}}}],
+            "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}],
+        },
+    }
+    facts = PodFacts(
+        pod=pod,
+        namespace_labels={"gpu2dra.io/migration": "disabled"},
+        device_classes=list(CLASSES.values()),
+        workload=workload,
+    )
+    (step,) = [s for s in explain(facts, load_policy(None)).steps if "scheduled" in s.text]
+    assert step.state == "FAIL"
+    return step.text
+
+
+def test_a_pod_kueue_holds_is_explained_by_its_workload() -> None:
+    full = "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu"
+    workload = {
+        "metadata": {"name": "pod-p-1a2b3"},
+        "status": {
+            "conditions": [
+                {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": full}
+            ]
+        },
+    }
+    held = "not scheduled: Kueue holds it (scheduling gate kueue.x-k8s.io/admission)"
+    assert _held(workload) == f"{held}: Workload pod-p-1a2b3: {full}"
+    assert _held(None) == f"{held}: no Workload of it yet (is Kueue's manager running?)"
+    assert _held(ReadError("forbidden")) == held
