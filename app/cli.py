@@ -14,6 +14,7 @@ from pathlib import Path
 from app.core.catalog import Catalog
 from app.core.mig import mig_profile
 from app.core.policy import MODES, PolicyError, load_policy
+from app.kubeconfig import NoCluster, api_client
 from app.manifests.documents import ManifestError
 from app.manifests.render import translate_text
 from app.webhook import logs
@@ -287,7 +288,19 @@ def _serve(args: argparse.Namespace) -> int:
         api_timeout=args.api_timeout,
         deadline=args.deadline,
         template_writers=frozenset(writers),
+        in_pod=bool(os.environ.get("KUBERNETES_SERVICE_HOST")),
     )
+    if settings.in_pod and not settings.offline:
+        try:
+            api_client(in_cluster_first=True)  # only reads the configuration: no request
+        except NoCluster as err:
+            why = str(err).rstrip(".")
+            print(
+                f"gpu2dra: serve: running in a pod, but {why}: pods would be admitted "
+                "untranslated (--offline serves the policy alone)",
+                file=sys.stderr,
+            )
+            return 1
     listen = Listen(
         host=args.host,
         port=args.port,

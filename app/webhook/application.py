@@ -40,6 +40,10 @@ from app.webhook.verdicts import Decision, Verdict, allow
 log = logging.getLogger("gpu2dra")
 
 
+class NotServing(RuntimeError):
+    """gpu2dra must not start: it would admit pods it cannot translate."""
+
+
 class Cluster(ClusterView, Protocol):
     @property
     def ready(self) -> bool: ...
@@ -55,6 +59,8 @@ def make_cluster(settings: Settings, metrics: Metrics) -> Cluster:
     try:
         api = api_client(in_cluster_first=True)
     except NoCluster as err:
+        if settings.in_pod:  # `gpu2dra serve` says so before it starts: see app/cli.py
+            raise NotServing(f"running in a pod, but no in-cluster client: {err}") from None
         log.info("offline mode: %s", err)
         return OfflineCluster(settings.policy)
     return LiveCluster(api, metrics, timeout=settings.api_timeout)

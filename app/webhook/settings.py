@@ -22,6 +22,9 @@ class Settings:
     # gpu2dra's: its own identity and any the operator adds. Empty: nobody is known to be
     # gpu2dra, and /validate reserves nothing.
     template_writers: frozenset[str] = frozenset()
+    # In a pod (KUBERNETES_SERVICE_HOST is set) a cluster that cannot be reached is a fault,
+    # never a reason to serve the policy alone: pods would pass untranslated.
+    in_pod: bool = False
 
 
 @dataclass(frozen=True)
