@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import fields
 from datetime import timedelta
+from importlib import metadata
 from pathlib import Path
 
 from app.core.catalog import Catalog
@@ -52,9 +53,26 @@ def _duration(text: str) -> timedelta:
     return timedelta(seconds=int(found[1]) * unit)
 
 
+def running_version() -> str:
+    """The installed package's version, and the commit the image was built from when the
+    image says (GPU2DRA_REVISION, set by the Dockerfile)."""
+    try:
+        version = metadata.version("gpu2dra")
+    except metadata.PackageNotFoundError:
+        version = "unknown (not installed)"
+    revision = os.environ.get("GPU2DRA_REVISION", "")
+    return f"{version} ({revision})" if revision and revision != "unknown" else version
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="gpu2dra", description="Move nvidia.com/gpu workloads onto Kubernetes DRA."
+    )
+    top.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {running_version()}",
+        help="the version running (and, in the image, the commit it was built from)",
     )
     sub = top.add_subparsers(dest="command", required=True)
 
