@@ -13,8 +13,10 @@ cd "$(dirname "$0")/.."
 if command -v go >/dev/null || [ "${CI:-}" = true ]; then
   bash tests/k8s/build.sh
   bash tests/kueue/build.sh
-  # The real node of tests/e2e/test_node.py (containerd, kubelet, DRA plugin) runs as root.
-  if [ "$(id -u)" = 0 ]; then bash tests/node/build.sh; fi
+  # The real node of tests/e2e/test_node.py (containerd, kubelet, DRA plugin) runs as root, and
+  # so do the chart's pods on it (tests/e2e/test_in_cluster.py), from the image the Dockerfile
+  # builds (buildah, no Docker engine).
+  if [ "$(id -u)" = 0 ]; then bash tests/node/build.sh && bash tests/image/build.sh; fi
 else
   echo "tests/run.sh: Go not found; the end-to-end, chart and helm tests will be skipped" >&2
 fi

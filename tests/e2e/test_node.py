@@ -10,11 +10,7 @@ GPU2DRA_CLAIM_<CLAIM>=<devices> and, with a GpuConfig, GPU2DRA_SHARING_<DEVICE>=
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,12 +18,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.node.node import (
-    BUILD_HINT,
     BUSYBOX_IMAGE,
     RealNode,
-    kubelet_version,
-    missing_node_tools,
-    skew_problem,
 )
 from tests.support.cluster import (
     A100_SXM4_40GB,
@@ -37,12 +29,11 @@ from tests.support.cluster import (
     read_pod,
     wait_for,
 )
-from tests.support.controlplane import REAL_NODE_NAME, ControlPlane, find_bin_dir
-from tests.support.tools import missing
+from tests.support.controlplane import REAL_NODE_NAME, ControlPlane
+from tests.support.realnode import running_node
 from tests.support.webhook import Webhook
 
 Obj = dict[str, Any]
-NODE_LOG_COPY_DIR = Path(__file__).parent / "node-logs"
 # Three whole A100s and one in MIG mode (3g.20gb + two 1g.5gb), as the NVIDIA driver shows them.
 NODE_DEVICES = gpu_devices(
     REAL_NODE_NAME, A100_SXM4_40GB, gpus=4, mig={3: ["3g.20gb", "1g.5gb", "1g.5gb"]}
@@ -66,41 +57,8 @@ def real_node(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[RealNode]:
     """containerd + kubelet + the fake NVIDIA DRA plugin, joined as REAL_NODE_NAME."""
-    if not sys.platform.startswith("linux") or os.geteuid() != 0:
-        missing("a real node needs Linux and root (mounts, cgroups, network namespaces)")
-    bin_dir = find_bin_dir() / "node"
-    absent = missing_node_tools(bin_dir)
-    if absent:
-        message = f"{', '.join(absent)} missing in {bin_dir}: run `bash {BUILD_HINT}`"
-        if shutil.which("go"):
-            pytest.fail(message, pytrace=False)
-        missing(f"Go is not installed to build the node: {message}")
-    # One kubelet release (tests/node/plugin/go.mod) for every control plane: outside the
-    # version-skew policy the node is not tested (an older control plane than the kubelet).
-    apiserver = client.VersionApi(api_client).get_code().git_version
-    problem = skew_problem(kubelet_version(bin_dir), apiserver)
-    if problem:
-        missing(f"no real node on this control plane: {problem}")  # fails in CI
-    failed_before = request.session.testsfailed
-    node = RealNode(
-        bin_dir,
-        tmp_path_factory.mktemp("node"),
-        control_plane,
-        name=REAL_NODE_NAME,
-        devices=NODE_DEVICES,
-        api=api_client,
-    )
-    started = False
-    try:
-        node.start()
-        started = True
-        yield node
-    finally:
-        node.stop()
-        failed = not started or request.session.testsfailed > failed_before
-        if failed and node.log_dir.is_dir():
-            shutil.rmtree(NODE_LOG_COPY_DIR, ignore_errors=True)
-            shutil.copytree(node.log_dir, NODE_LOG_COPY_DIR)
+    work_dir = tmp_path_factory.mktemp("node")
+    yield from running_node(request, control_plane, api_client, work_dir, NODE_DEVICES)
 
 
 @pytest.fixture

@@ -31,6 +31,8 @@ from typing import Any, Protocol
 
 import yaml
 
+from tests.node.relay import Relay
+
 Obj = dict[str, Any]
 
 BUILD_HINT = "tests/node/build.sh"
@@ -56,6 +58,9 @@ FIXED_PATHS = (
     Path("/var/run/netns"),
 )
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The `kubernetes` Service's ClusterIP, what pods are told the API server is.
+SERVICE_IP = "10.0.0.1"
+IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 
 
 class NodeError(RuntimeError):
@@ -67,6 +72,9 @@ class ControlPlaneLike(Protocol):
 
     @property
     def kubeconfig(self) -> Path: ...
+
+    @property
+    def server(self) -> str: ...
 
     def write_node_kubeconfig(self, path: Path) -> None: ...
 
@@ -142,7 +150,11 @@ class RealNode:
         devices: Sequence[Obj],
         api: Any,
         start_timeout: float = 120.0,
+        pod_network: bool = False,
     ) -> None:
+        """`pod_network`: pods reach the host and the API server, as the chart's webhook
+        pods must (the host routes to pod IPs through the bridge, pods route through it, and
+        SERVICE_IP:443 on the host relays to the API server)."""
         self.bin_dir = bin_dir
         self.work_dir = work_dir
         self.plane = plane
@@ -150,6 +162,10 @@ class RealNode:
         self.devices = list(devices)
         self.api = api  # kubernetes.client.ApiClient with admin rights
         self.start_timeout = start_timeout
+        self.pod_network = pod_network
+        self._relay: Relay | None = None
+        self._ip_forward = ""
+        self._service_ip_added = False
         self.ip = ""
         self.log_dir = work_dir / "logs"
         self.cdi_dir = work_dir / "cdi"
@@ -183,6 +199,8 @@ class RealNode:
         for directory in (self.log_dir, self.cdi_dir, self.kubelet_root, self._containerd_dir):
             directory.mkdir(parents=True, exist_ok=True)
         try:
+            if self.pod_network:
+                self._start_service_relay()
             self._start_containerd()
             self._import_images()
             self._start_kubelet()
@@ -191,6 +209,22 @@ class RealNode:
         except BaseException:
             self.stop()
             raise
+
+    def _start_service_relay(self) -> None:
+        """SERVICE_IP on lo with host scope (a global one would become the node's IP), and a
+        relay from SERVICE_IP:443 to the API server on loopback."""
+        self._ip_forward = IP_FORWARD.read_text().strip()
+        done = subprocess.run(
+            ["ip", "addr", "add", f"{SERVICE_IP}/32", "dev", "lo", "scope", "host"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0 and "File exists" not in done.stderr:
+            raise NodeError(f"ip addr add {SERVICE_IP}: {done.stderr.strip()}")
+        self._service_ip_added = done.returncode == 0
+        port = int(self.plane.server.rsplit(":", 1)[1])
+        self._relay = Relay((SERVICE_IP, 443), ("127.0.0.1", port))
 
     def _env(self) -> dict[str, str]:
         # containerd finds containerd-shim-runc-v2 on PATH.
@@ -221,7 +255,9 @@ class RealNode:
                 {
                     "type": "bridge",
                     "bridge": NODE_BRIDGE,
-                    "isGateway": False,
+                    # The bridge plugin turns ip_forward on with these: restored at stop.
+                    "isGateway": self.pod_network,
+                    "isDefaultGateway": self.pod_network,
                     "ipMasq": False,
                     "ipam": {
                         "type": "host-local",
@@ -430,6 +466,22 @@ state = "{d / "state"}"
         self._unmount_all()
         self._remove_host_state()
         self._delete_node_object()
+        self._stop_service_relay()
+
+    def _stop_service_relay(self) -> None:
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
+        if self._service_ip_added:
+            subprocess.run(
+                ["ip", "addr", "del", f"{SERVICE_IP}/32", "dev", "lo"],
+                capture_output=True,
+                check=False,
+            )
+            self._service_ip_added = False
+        if self._ip_forward:
+            IP_FORWARD.write_text(self._ip_forward + "\n")
+            self._ip_forward = ""
 
     def _delete_pods(self) -> None:
         """Delete the pods bound here and give the kubelet time to stop their containers

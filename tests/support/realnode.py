@@ -1,0 +1,69 @@
+"""The real node (tests/node) joined to a test's control plane, for the modules that run pods:
+started once per module, stopped after it, its logs copied when a test of it failed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.node.node import BUILD_HINT, RealNode, kubelet_version, missing_node_tools, skew_problem
+from tests.support.controlplane import REAL_NODE_NAME, ControlPlane, find_bin_dir
+from tests.support.tools import missing
+
+NODE_LOG_COPY_DIR = Path(__file__).parents[1] / "e2e" / "node-logs"
+
+
+def running_node(
+    request: pytest.FixtureRequest,
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    work_dir: Path,
+    devices: Sequence[dict[str, Any]],
+    *,
+    pod_network: bool = False,
+) -> Iterator[RealNode]:
+    """containerd + kubelet + the fake NVIDIA DRA plugin, joined as REAL_NODE_NAME; fails in
+    CI (skips elsewhere, saying why) where it cannot run."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        missing("a real node needs Linux and root (mounts, cgroups, network namespaces)")
+    bin_dir = find_bin_dir() / "node"
+    absent = missing_node_tools(bin_dir)
+    if absent:
+        message = f"{', '.join(absent)} missing in {bin_dir}: run `bash {BUILD_HINT}`"
+        if shutil.which("go"):
+            pytest.fail(message, pytrace=False)
+        missing(f"Go is not installed to build the node: {message}")
+    # One kubelet release (tests/node/plugin/go.mod) for every control plane: outside the
+    # version-skew policy the node is not tested (an older control plane than the kubelet).
+    apiserver = client.VersionApi(api_client).get_code().git_version
+    problem = skew_problem(kubelet_version(bin_dir), apiserver)
+    if problem:
+        missing(f"no real node on this control plane: {problem}")  # fails in CI
+    failed_before = request.session.testsfailed
+    node = RealNode(
+        bin_dir,
+        work_dir,
+        control_plane,
+        name=REAL_NODE_NAME,
+        devices=devices,
+        api=api_client,
+        pod_network=pod_network,
+    )
+    started = False
+    try:
+        node.start()
+        started = True
+        yield node
+    finally:
+        node.stop()
+        failed = not started or request.session.testsfailed > failed_before
+        if failed and node.log_dir.is_dir():
+            shutil.rmtree(NODE_LOG_COPY_DIR, ignore_errors=True)
+            shutil.copytree(node.log_dir, NODE_LOG_COPY_DIR)
