@@ -211,6 +211,19 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument(
         "-o", "--output", choices=("table", "json", "csv"), default="table", help="output format"
     )
+    impact = sub.add_parser(
+        "impact",
+        parents=[cluster],
+        help="what keys on GPU requests and would stop seeing translated pods",
+    )
+    scope = impact.add_mutually_exclusive_group()
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    scope.add_argument(
+        "-n", "--namespace", help="the namespace about to be enabled (its ResourceQuotas)"
+    )
+    impact.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text", help="output format"
+    )
     classes = sub.add_parser(
         "deviceclasses",
         parents=[cluster],
@@ -365,6 +378,12 @@ def _report(args: argparse.Namespace) -> int:
     return report.main(args)
 
 
+def _impact(args: argparse.Namespace) -> int:
+    from app.troubleshoot import impact
+
+    return impact.main(args)
+
+
 def _deviceclasses(args: argparse.Namespace) -> int:
     from app.troubleshoot import deviceclasses
 
@@ -392,6 +411,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "doctor": _doctor,
     "explain": _explain,
     "report": _report,
+    "impact": _impact,
     "deviceclasses": _deviceclasses,
     "quota": _quota,
     "prune-templates": _prune_templates,
