@@ -395,7 +395,8 @@ def test_bring_your_own_secret(helm: Path) -> None:
 
 
 def config_map_policy(docs: list[Obj]) -> Obj:
-    raw: Obj = yaml.safe_load(of_kind(docs, "ConfigMap")["data"]["policy.yaml"])
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap" and "policy.yaml" in d["data"]]
+    raw: Obj = yaml.safe_load(config["data"]["policy.yaml"])
     return raw
 
 
