@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from app.core.kube import MANAGED_BY, Obj
+from app.core.templates import TEMPLATE_PREFIX
 
 # The annotation the scheduler puts on the claim it makes for the in-tree path (KEP-5004).
 EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"
@@ -29,6 +30,7 @@ class Use(NamedTuple):
     container: str  # "" when the pod holds the claim and no container names it
     claim: str
     request: str
+    gpu2dra: bool = False  # made from one of gpu2dra's templates (gpu2dra-*)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +58,10 @@ class Result(NamedTuple):
 class ClaimDevices:
     """What the cache keeps of a claim: how it was made and what it was allocated."""
 
-    path: str  # "gpu2dra" (a gpu2dra template), "in-tree" (made by the scheduler), "dra"
+    # "in-tree" (made by the scheduler), "gpu2dra" (labelled as gpu2dra's), else "dra"; a claim
+    # the pod made from a gpu2dra-* template is gpu2dra's whatever its labels (a template's
+    # object labels do not reach its claims)
+    path: str
     results: tuple[Result, ...]
 
 
@@ -128,19 +133,27 @@ def pod_gpus(pod: Obj) -> PodGpus | None:
     for entry in _list(status.get("resourceClaimStatuses")):
         if isinstance(entry, dict) and entry.get("name") and entry.get("resourceClaimName"):
             names[str(entry["name"])] = str(entry["resourceClaimName"])
+    ours: set[str] = set()  # the pod claims made from gpu2dra's templates
     for entry in _list(spec.get("resourceClaims")):
-        if isinstance(entry, dict) and entry.get("name") and entry.get("resourceClaimName"):
+        if not isinstance(entry, dict) or not entry.get("name"):
+            continue
+        if entry.get("resourceClaimName"):
             names[str(entry["name"])] = str(entry["resourceClaimName"])
+        if str(entry.get("resourceClaimTemplateName", "")).startswith(TEMPLATE_PREFIX):
+            ours.add(str(entry["name"]))
     uses: list[Use] = []
     referenced: set[str] = set()
     for container in (*_list(spec.get("initContainers")), *_list(spec.get("containers"))):
         if not isinstance(container, dict):
             continue
         for ref in _list(_dict(container.get("resources")).get("claims")):
-            if isinstance(ref, dict) and (claim := names.get(str(ref.get("name")))):
-                referenced.add(str(ref.get("name")))
-                uses.append(Use(str(container.get("name", "")), claim, str(ref.get("request", ""))))
-    uses.extend(Use("", claim, "") for name, claim in names.items() if name not in referenced)
+            if isinstance(ref, dict) and (claim := names.get(name := str(ref.get("name")))):
+                referenced.add(name)
+                request = str(ref.get("request", ""))
+                uses.append(Use(str(container.get("name", "")), claim, request, name in ours))
+    uses.extend(
+        Use("", claim, "", name in ours) for name, claim in names.items() if name not in referenced
+    )
     # The in-tree path: the claim the scheduler made, and which container got which request.
     extended = _dict(status.get("extendedResourceClaimStatus"))
     if claim := extended.get("resourceClaimName"):
@@ -273,7 +286,7 @@ def rows(
                     pod.uid,
                     use.container,
                     pod.node,
-                    claim.path,
+                    "gpu2dra" if use.gpu2dra else claim.path,
                     use.claim,
                     r.request,
                     r.device_class,

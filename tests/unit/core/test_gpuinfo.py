@@ -109,9 +109,23 @@ def test_a_translated_pod_names_its_claim_for_each_container_that_uses_it() -> N
     assert found is not None
     assert (found.namespace, found.name, found.uid, found.node) == ("ml", "train", "u-1", "node-a")
     assert found.uses == (
-        Use("warmup", "train-gpu-x7k2", ""),
-        Use("trainer", "train-gpu-x7k2", ""),
+        Use("warmup", "train-gpu-x7k2", "", gpu2dra=True),
+        Use("trainer", "train-gpu-x7k2", "", gpu2dra=True),
     )
+
+
+def test_a_claim_made_from_gpu2dras_template_is_gpu2dras_whatever_its_labels() -> None:
+    """The resourceclaim controller copies the template's spec.metadata, not the labels of
+    the template object: the pod's template name says whose the claim is."""
+    pod = pod_gpus(translated_pod())
+    assert pod is not None
+    unlabelled = {("ml", "train-gpu-x7k2"): claim_devices(claim("c", [result("gpu", "gpu-0")]))}
+    assert {r.path for r in rows([pod], unlabelled, index(SLICE), {DRIVER})} == {"gpu2dra"}
+    other = translated_pod()
+    other["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "team-gpus"
+    theirs = pod_gpus(other)
+    assert theirs is not None
+    assert {r.path for r in rows([theirs], unlabelled, index(SLICE), {DRIVER})} == {"dra"}
 
 
 def test_pods_that_hold_no_device_are_not_kept() -> None:
