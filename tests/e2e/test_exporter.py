@@ -7,19 +7,14 @@ synthetic dcgm-exporter series, names each GPU by its pod."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.e2e.exporting import INFO, Running, running_exporter
 from tests.support.cluster import (
     add_gpu_node,
     allocated_devices,
@@ -28,65 +23,17 @@ from tests.support.cluster import (
     wait_for,
     wait_for_pod_scheduled,
 )
-from tests.support.controlplane import REPO_ROOT, ControlPlane
+from tests.support.controlplane import ControlPlane
 from tests.support.promql import evaluate
 from tests.support.webhook import CHART, Webhook
 
 Obj = dict[str, Any]
-INFO = "gpu2dra_pod_gpu_info"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Running:
-    def __init__(self, port: int, process: subprocess.Popen[bytes]) -> None:
-        self.port, self.process = port, process
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as err:
-            return err.code, ""
-        except OSError:
-            return 0, ""
-
-    def scrape(self) -> dict[str, list[tuple[dict[str, str], float]]]:
-        status, body = self.get("/metrics")
-        assert status == 200
-        found: dict[str, list[tuple[dict[str, str], float]]] = {}
-        for family in text_string_to_metric_families(body):
-            for sample in family.samples:
-                found.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
-        return found
 
 
 @pytest.fixture
 def exporter(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Running]:
-    port = free_port()
-    log = (tmp_path / "exporter.log").open("wb")
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "app", "exporter"),
-            *("--kubeconfig", str(control_plane.kubeconfig), "--host", "127.0.0.1"),
-            *("--port", str(port), "--log-format", "text"),
-        ],
-        cwd=REPO_ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    running = Running(port, process)
-    try:
-        wait_for(lambda: running.get("/readyz")[0] == 200, 30, "the exporter's caches to sync")
+    with running_exporter(control_plane, tmp_path / "exporter.log") as running:
         yield running
-    finally:
-        process.terminate()
-        assert process.wait(10) == 0, (tmp_path / "exporter.log").read_text()
-        log.close()
 
 
 def slice_uuids(api: client.ApiClient, node: str) -> dict[str, tuple[str, str]]:
