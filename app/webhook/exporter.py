@@ -18,7 +18,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from kubernetes import client
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from app.core.gpuinfo import (
@@ -26,6 +26,7 @@ from app.core.gpuinfo import (
     ClaimDevices,
     Identity,
     PodGpus,
+    Row,
     SliceDevices,
     claim_devices,
     device_index,
@@ -69,6 +70,7 @@ class PodGpuInfo:
         self.pods, self.claims, self.slices, self.drivers = pods, claims, slices, drivers
         self._index: dict[tuple[str, str, str], Identity] = {}
         self._stale = True
+        self._lines: dict[Row, bytes] = {}
 
     def slices_changed(self) -> None:
         self._stale = True
@@ -81,22 +83,49 @@ class PodGpuInfo:
             self._index = device_index(tuple(self.slices.items.values()))
         return self._index
 
-    def collect(self) -> Iterator[Metric]:
-        family = GaugeMetricFamily(
-            INFO,
-            "A device a container of a pod holds through a DRA claim (1); UUID is the physical "
-            "GPU's, as dcgm-exporter labels it.",
-            labels=LABELS,
-        )
+    def rows(self) -> list[Row]:
         pods = (p for p in tuple(self.pods.items.values()) if p is not None)
         claims = dict(self.claims.items)  # a copy made holding the GIL, as tuple() above
-        for row in rows(pods, claims, self.devices(), self.drivers):
+        return rows(pods, claims, self.devices(), self.drivers)
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(INFO, HELP, labels=LABELS)
+        for row in self.rows():
             family.add_metric(row, 1)
         yield family
 
+    def render(self) -> bytes:
+        """The family in Prometheus' text format, as generate_latest writes it, from a line
+        kept per row between scrapes: rows rarely change, and prometheus_client's writer
+        costs five times the join for 10,000 series."""
+        known, lines = self._lines, {}
+        for row in self.rows():
+            lines[row] = known.get(row) or _line(row)
+        self._lines = lines  # rows gone are forgotten
+        return _HEADER + b"".join(lines.values())
+
+
+HELP = (
+    "A device a container of a pod holds through a DRA claim (1); UUID is the physical GPU's, "
+    "as dcgm-exporter labels it."
+)
+_HEADER = f"# HELP {INFO} {HELP}\n# TYPE {INFO} gauge\n".encode()
+# Labels in name order, as prometheus_client writes them.
+_ORDER = tuple(sorted(range(len(LABELS)), key=LABELS.__getitem__))
+_NAMES = tuple(f'{LABELS[i]}="' for i in _ORDER)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _line(row: Row) -> bytes:
+    labels = ",".join(f'{name}{_escape(row[i])}"' for name, i in zip(_NAMES, _ORDER, strict=True))
+    return f"{INFO}{{{labels}}} 1.0\n".encode()
+
 
 class Exporter:
-    """The exporter's caches and its collector, in a registry of its own."""
+    """The exporter's caches (their metrics in `metrics.registry`) and its collector."""
 
     def __init__(
         self,
@@ -132,7 +161,10 @@ class Exporter:
             on_change=lambda: self.info.slices_changed(),
         )
         self.info = PodGpuInfo(self.pods, self.claims, self.slices, frozenset(drivers))
-        self.metrics.registry.register(self.info)
+        # Its own registry: /metrics writes it through render(), the rest through
+        # prometheus_client.
+        self.info_registry = CollectorRegistry()
+        self.info_registry.register(self.info)
         self._stop = threading.Event()
 
     @property
@@ -156,7 +188,7 @@ class Exporter:
         """WSGI: /metrics; /readyz (503 until every cache has synced); /healthz."""
         path = environ.get("PATH_INFO", "")
         if path == "/metrics":
-            body = generate_latest(self.metrics.registry)
+            body = generate_latest(self.metrics.registry) + self.info.render()
             respond("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
             return [body]
         if path == "/healthz" or (path == "/readyz" and self.ready):

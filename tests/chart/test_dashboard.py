@@ -40,7 +40,8 @@ def exported() -> dict[str, list[dict[str, str]]]:
     the series they export before any request (every endpoint, result and outcome, at 0)."""
     webhook: Metrics = create_app(Settings(policy=load_policy(None))).state.metrics
     series: dict[str, list[dict[str, str]]] = {}
-    for registry in (webhook.registry, Exporter(ApiClient()).metrics.registry):
+    exporter = Exporter(ApiClient())
+    for registry in (webhook.registry, exporter.metrics.registry, exporter.info_registry):
         for family in registry.collect():
             for suffix in _SUFFIXES[family.type]:
                 series.setdefault(family.name + suffix, [])

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app import cli
@@ -158,3 +159,18 @@ def test_the_command_without_a_cluster_says_so(
     assert capsys.readouterr().err == (
         f"gpu2dra: exporter: kubeconfig {tmp_path / 'none'}: no such file\n"
     )
+
+
+def test_the_info_family_is_written_as_prometheus_client_writes_it() -> None:
+    exporter = filled()
+    odd = pod('a\\b"c', "odd-claim")
+    odd["metadata"]["namespace"] = "ml"
+    exporter.pods.put(("ml", "odd"), pod_gpus(odd))
+    exporter.claims.put(("ml", "odd-claim"), claim_devices(claim("odd-claim", "gpu-0")))
+    assert exporter.info.render() == generate_latest(exporter.info_registry)
+    assert exporter.info.render() == generate_latest(exporter.info_registry)  # from its lines
+    exporter.pods.put(("ml", "odd"), None)
+    assert exporter.info.render() == generate_latest(exporter.info_registry)
+    assert len(exporter.info._lines) == 1  # the line of a row gone is forgotten
+    empty = Exporter(client.ApiClient())
+    assert empty.info.render() == generate_latest(empty.info_registry)
