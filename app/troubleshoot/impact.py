@@ -13,16 +13,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 
 from app.core.kube import Obj
 from app.core.policy import Policy
 from app.core.quota import DEVICES_SUFFIX, legacy_use
-from app.troubleshoot.client import Listed, NotFound, Reader, ReadError, cannot_read, connect
+from app.troubleshoot.client import (
+    Listed,
+    NotFound,
+    Reader,
+    ReadError,
+    Unreachable,
+    cannot_read,
+    connect,
+)
 from app.troubleshoot.registrations import MUTATING_WEBHOOK, VALIDATING_WEBHOOKS, cluster_policy
 from app.troubleshoot.stack import components, maps_dra
 
@@ -76,6 +84,8 @@ class Inputs:
     crds: Listed
     quotas: Listed  # the namespaces' in scope
     cluster_queues: Listed | None = None  # None: Kueue is not installed
+    # The namespace about to be enabled and its labels; None: every namespace.
+    namespace: tuple[str, Mapping[str, str]] | None = None
     unreadable: list[str] = field(default_factory=list)
 
 
@@ -97,9 +107,34 @@ def _covers_pod_create(hook: Obj) -> bool:
     return False
 
 
+def selects(selector: Any, labels: Mapping[str, str]) -> bool:
+    """A label selector (matchLabels, matchExpressions) applied to `labels`; none: all."""
+    if not isinstance(selector, dict):
+        return True
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for term in selector.get("matchExpressions") or []:
+        key, op, values = term.get("key"), term.get("operator"), term.get("values") or []
+        present = key in labels
+        if (
+            (op == "In" and labels.get(key) not in values)
+            or (op == "NotIn" and present and labels[key] in values)
+            or (op == "Exists" and not present)
+            or (op == "DoesNotExist" and present)
+        ):
+            return False
+    return True
+
+
 def webhook_findings(
-    kind: str, configs: Iterable[Obj], names: tuple[str, ...], shown: str
+    kind: str,
+    configs: Iterable[Obj],
+    names: tuple[str, ...],
+    shown: str,
+    namespace: tuple[str, Mapping[str, str]] | None = None,
 ) -> list[Finding]:
+    """With `namespace` (its name and labels), a webhook whose namespaceSelector does not
+    select it is INFO: that namespace's pods are not sent to it anyway."""
     found = []
     for config in configs:
         for hook in config.get("webhooks") or []:
@@ -117,13 +152,18 @@ def webhook_findings(
                 if kind == "ValidatingWebhookConfiguration"
                 else "a mutating webhook called after gpu2dra sees the translated pod"
             )
+            level: Level = "WARN"
+            elsewhere = ""
+            if namespace and not selects(hook.get("namespaceSelector"), namespace[1]):
+                level = "INFO"
+                elsewhere = f" (its namespaceSelector leaves out namespace {namespace[0]})"
             found.append(
                 Finding(
-                    "WARN",
+                    level,
                     "webhook",
                     f"{kind} {config['metadata']['name']}, webhook {hook.get('name')}",
                     f"its match conditions send it only pods that ask for {shown}; "
-                    f"{when}, which asks for none: it no longer sees migrated pods",
+                    f"{when}, which asks for none: it no longer sees migrated pods{elsewhere}",
                     "match pods with claims too (object.spec.?resourceClaims.orValue([]) != "
                     "[]), or keep the namespaces it serves disabled",
                     tuple(naming),
@@ -253,7 +293,7 @@ def analyse(inputs: Inputs, policy: Policy) -> tuple[list[Finding], list[str]]:
         if isinstance(listed, ReadError):
             unreadable.append(cannot_read(listed, f"{kind}s"))
         else:
-            findings += webhook_findings(kind, listed, names, shown)
+            findings += webhook_findings(kind, listed, names, shown, inputs.namespace)
     for what, listed in (("deployments", inputs.deployments), ("daemonsets", inputs.daemonsets)):
         if isinstance(listed, ReadError):
             unreadable.append(cannot_read(listed, what))
@@ -296,6 +336,7 @@ def _cluster_queues(reader: Reader) -> Listed | None:
 
 
 def gather(reader: Reader, namespace: str | None) -> Inputs:
+    unreadable: list[str] = []
     quotas = (
         f"/api/v1/namespaces/{namespace}/resourcequotas" if namespace else "/api/v1/resourcequotas"
     )
@@ -307,7 +348,27 @@ def gather(reader: Reader, namespace: str | None) -> Inputs:
         crds=_listed(reader, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
         quotas=_listed(reader, quotas),
         cluster_queues=_cluster_queues(reader),
+        namespace=_labels(reader, namespace, unreadable),
+        unreadable=unreadable,
     )
+
+
+def _labels(
+    reader: Reader, namespace: str | None, unreadable: list[str]
+) -> tuple[str, Mapping[str, str]] | None:
+    """The namespace's name and labels; an unknown namespace ends the command."""
+    if namespace is None:
+        return None
+    try:
+        found = reader.get(f"/api/v1/namespaces/{namespace}")
+    except NotFound:
+        raise ReadError(f"namespace {namespace} not found") from None
+    except Unreachable:
+        raise
+    except ReadError as err:
+        unreadable.append(cannot_read(err, f"namespace {namespace}"))
+        return None
+    return namespace, (found.get("metadata") or {}).get("labels") or {}
 
 
 # ---- output ------------------------------------------------------------------------------

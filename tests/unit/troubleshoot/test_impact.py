@@ -5,13 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 from kubernetes.client import ApiClient
 
 from app import cli
 from app.core.policy import parse_policy
 from app.troubleshoot import impact
 from app.troubleshoot.client import NotFound, Reader, ReadError
-from app.troubleshoot.impact import Finding, Inputs, analyse, render_json, render_text
+from app.troubleshoot.impact import (
+    Finding,
+    Inputs,
+    analyse,
+    render_json,
+    render_text,
+    selects,
+)
 
 Obj = dict[str, Any]
 POLICY = parse_policy({})
@@ -233,15 +241,18 @@ def test_text_and_json() -> None:
 class FakeReader(Reader):
     """Answers GETs from a table of paths; a path not in it is a 404."""
 
-    def __init__(self, answers: dict[str, list[Obj]]) -> None:
+    def __init__(self, answers: dict[str, list[Obj] | Obj | ReadError]) -> None:
         super().__init__(ApiClient())
         self.answers, self.asked = answers, list[str]()
 
     def get(self, path: str, **query: str) -> Obj:
         self.asked.append(path)
-        if path not in self.answers:
+        answer = self.answers.get(path)
+        if answer is None:
             raise NotFound(f"GET {path}: not found")
-        return {"items": self.answers[path], "metadata": {}}
+        if isinstance(answer, ReadError):
+            raise answer
+        return answer if isinstance(answer, dict) else {"items": answer, "metadata": {}}
 
 
 def test_gather_reads_one_namespace_s_quotas_and_the_served_kueue_version() -> None:
@@ -254,13 +265,53 @@ def test_gather_reads_one_namespace_s_quotas_and_the_served_kueue_version() -> N
             "/apis/apiextensions.k8s.io/v1/customresourcedefinitions": [],
             "/api/v1/namespaces/ml/resourcequotas": [quota("ml", "q")],
             "/apis/kueue.x-k8s.io/v1beta1/clusterqueues": [],
+            "/api/v1/namespaces/ml": {"metadata": {"name": "ml", "labels": {"team": "a"}}},
         }
     )
     got = impact.gather(reader, "ml")
     assert got.quotas == [quota("ml", "q")]
     assert got.cluster_queues == []
+    assert got.namespace == ("ml", {"team": "a"})
     assert "/apis/kueue.x-k8s.io/v1beta2/clusterqueues" in reader.asked
-    assert impact.gather(FakeReader({}), None).cluster_queues is None
+    everywhere = impact.gather(FakeReader({}), None)
+    assert (everywhere.cluster_queues, everywhere.namespace) == (None, None)
+    with pytest.raises(ReadError, match="namespace gone not found"):
+        impact.gather(FakeReader({}), "gone")
+    forbidden = ReadError("GET /api/v1/namespaces/ml: 403 forbidden")
+    hidden = impact.gather(FakeReader({"/api/v1/namespaces/ml": forbidden}), "ml")
+    assert hidden.namespace is None
+    assert hidden.unreadable == [f"cannot read namespace ml: {forbidden}"]
+
+
+def test_a_webhook_that_does_not_select_the_namespace_is_info() -> None:
+    selector = {
+        "matchLabels": {"gpu": "yes"},
+        "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["dev"]}],
+    }
+    hooked = hook("pods.health.example.com", conditions=[GPU_CONDITION])
+    configs = [config("gpu-health", {**hooked, "namespaceSelector": selector})]
+    for labels, level in (
+        ({"gpu": "yes"}, "WARN"),
+        ({"gpu": "yes", "tier": "prod"}, "WARN"),
+        ({"gpu": "yes", "tier": "dev"}, "INFO"),
+        ({}, "INFO"),
+    ):
+        (found,) = analyse(inputs(validating=configs, namespace=("ml", labels)), POLICY)[0]
+        assert found.level == level, labels
+    (found,) = analyse(inputs(validating=configs, namespace=("ml", {})), POLICY)[0]
+    assert found.change.endswith("(its namespaceSelector leaves out namespace ml)")
+
+
+def test_label_selectors() -> None:
+    assert selects(None, {})
+    assert selects({}, {"a": "b"})
+    assert selects({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {"a": ""})
+    assert not selects({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {})
+    assert selects({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}, {})
+    assert not selects(
+        {"matchExpressions": [{"key": "a", "operator": "In", "values": ["x"]}]}, {"a": "y"}
+    )
+    assert selects({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["x"]}]}, {})
 
 
 def test_the_command_parses_its_scope() -> None:
