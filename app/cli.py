@@ -147,6 +147,38 @@ def parser() -> argparse.ArgumentParser:
         help="one JSON object per line, or text",
     )
 
+    exporter = sub.add_parser(
+        "exporter",
+        help="export gpu2dra_pod_gpu_info: which pod holds which GPU through DRA claims",
+    )
+    exporter.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    exporter.add_argument("--port", type=int, default=9464, help="HTTP port of /metrics")
+    exporter.add_argument("--kubeconfig", type=Path, help="default: the service account")
+    exporter.add_argument(
+        "--driver",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a DRA driver whose devices are exported; repeatable (default: gpu.nvidia.com)",
+    )
+    exporter.add_argument(
+        "--api-timeout",
+        type=float,
+        default=10.0,
+        help="seconds allowed for each list of the watch caches",
+    )
+    exporter.add_argument(
+        "--log-level",
+        default="info",
+        help="the least severe level logged: debug, info, warning or error",
+    )
+    exporter.add_argument(
+        "--log-format",
+        choices=("json", "text"),
+        default="json",
+        help="one JSON object per line, or text",
+    )
+
     tr = sub.add_parser("translate", help="print manifests translated; creates nothing")
     tr.add_argument("-f", "--filename", required=True, help="manifest file, or - for stdin")
     tr.add_argument("-n", "--namespace", help="namespace for documents that name none")
@@ -197,6 +229,19 @@ def parser() -> argparse.ArgumentParser:
     )
     report.add_argument(
         "-o", "--output", choices=("table", "json", "csv"), default="table", help="output format"
+    )
+    impact = sub.add_parser(
+        "impact",
+        parents=[cluster],
+        help="what keys on GPU requests and would stop seeing translated pods",
+    )
+    scope = impact.add_mutually_exclusive_group()
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    scope.add_argument(
+        "-n", "--namespace", help="the namespace about to be enabled (its ResourceQuotas)"
+    )
+    impact.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text", help="output format"
     )
     classes = sub.add_parser(
         "deviceclasses",
@@ -332,6 +377,20 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _exporter(args: argparse.Namespace) -> int:
+    from app.kubeconfig import NoCluster, api_client
+    from app.webhook.exporter import DRIVERS, Exporter, serve
+
+    logs.configure(args.log_level, args.log_format)
+    try:
+        api = api_client(args.kubeconfig, in_cluster_first=args.kubeconfig is None)
+    except NoCluster as err:
+        print(f"gpu2dra: exporter: {err}", file=sys.stderr)
+        return 1
+    serve(Exporter(api, args.driver or DRIVERS, args.api_timeout), args.host, args.port)
+    return 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from app.troubleshoot import doctor
 
@@ -348,6 +407,12 @@ def _report(args: argparse.Namespace) -> int:
     from app.troubleshoot import report
 
     return report.main(args)
+
+
+def _impact(args: argparse.Namespace) -> int:
+    from app.troubleshoot import impact
+
+    return impact.main(args)
 
 
 def _deviceclasses(args: argparse.Namespace) -> int:
@@ -371,11 +436,13 @@ def _quota(args: argparse.Namespace) -> int:
 # Imported when run: `translate` does not pay for the kubernetes client, nor `doctor` for uvicorn.
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
+    "exporter": _exporter,
     "translate": _translate,
     "certs": _certs,
     "doctor": _doctor,
     "explain": _explain,
     "report": _report,
+    "impact": _impact,
     "deviceclasses": _deviceclasses,
     "quota": _quota,
     "prune-templates": _prune_templates,

@@ -94,6 +94,10 @@ def gather(reader: Reader) -> Facts:
         ),
         priority_classes=listed("/apis/scheduling.k8s.io/v1/priorityclasses"),
         pods=listed("/api/v1/pods"),
+        daemonsets=listed("/apis/apps/v1/daemonsets"),
+        deployments=listed("/apis/apps/v1/deployments"),
+        cluster_roles=listed("/apis/rbac.authorization.k8s.io/v1/clusterroles"),
+        cluster_role_bindings=listed("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"),
     )
 
 

@@ -75,8 +75,37 @@ class _Requests:
 
 
 @dataclass
-class Metrics:
+class CacheMetrics:
+    """What every process that keeps watch caches exports: its API calls and its caches (the
+    webhook's, and the exporter's of `gpu2dra exporter`)."""
+
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.api_calls = Counter(
+            "gpu2dra_api_calls",
+            "Calls to the API server, by verb and resource.",
+            ["verb", "resource"],
+            registry=r,
+        )
+        self.cache_synced = Gauge(
+            "gpu2dra_cache_synced", "1 when a watch cache has synced.", ["cache"], registry=r
+        )
+        self.cache_relists = Counter(
+            "gpu2dra_cache_relists",
+            "Full re-lists of a watch cache (start, 410 Gone, errors).",
+            ["cache"],
+            registry=r,
+        )
+        self.cache_objects = Gauge(
+            "gpu2dra_cache_objects", "Objects held by a watch cache.", ["cache"], registry=r
+        )
+
+
+@dataclass
+class Metrics(CacheMetrics):
+    """The webhook's: its answers, outcomes and templates, besides its caches."""
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -96,24 +125,7 @@ class Metrics:
         self.template_errors = Counter(
             "gpu2dra_template_errors", "Failures to make sure of a template.", registry=r
         )
-        self.api_calls = Counter(
-            "gpu2dra_api_calls",
-            "Calls to the API server, by verb and resource.",
-            ["verb", "resource"],
-            registry=r,
-        )
-        self.cache_synced = Gauge(
-            "gpu2dra_cache_synced", "1 when a watch cache has synced.", ["cache"], registry=r
-        )
-        self.cache_relists = Counter(
-            "gpu2dra_cache_relists",
-            "Full re-lists of a watch cache (start, 410 Gone, errors).",
-            ["cache"],
-            registry=r,
-        )
-        self.cache_objects = Gauge(
-            "gpu2dra_cache_objects", "Objects held by a watch cache.", ["cache"], registry=r
-        )
+        super().__post_init__()
 
     def tally(self, endpoint: str, results: Iterable[str]) -> Tally:
         """The endpoint's Tally, made on first ask."""

@@ -12,7 +12,7 @@ import orjson
 from kubernetes.watch.watch import iter_resp_lines
 
 from app.core.kube import Obj
-from app.webhook.metrics import Metrics
+from app.webhook.metrics import CacheMetrics
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ class Store(Generic[K, V]):
         list_fn: Callable[..., Any],
         key: Callable[[Obj], K],
         value: Callable[[Obj], V],
-        metrics: Metrics,
+        metrics: CacheMetrics,
         timeout: float,
         on_change: Callable[[], None] = lambda: None,
     ) -> None:

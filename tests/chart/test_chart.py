@@ -31,7 +31,7 @@ Obj = dict[str, Any]
 Crds = dict[tuple[str, str], Obj]
 # How many cert-manager and Prometheus operator objects each setup of ci/ renders (none when
 # not listed).
-CUSTOM_OBJECTS = {"cert-manager": 4, "own-issuer": 1, "everything": 6}
+CUSTOM_OBJECTS = {"cert-manager": 4, "own-issuer": 1, "everything": 6, "monitoring": 2}
 SETUPS = list(CI_VALUES)
 
 
@@ -395,7 +395,8 @@ def test_bring_your_own_secret(helm: Path) -> None:
 
 
 def config_map_policy(docs: list[Obj]) -> Obj:
-    raw: Obj = yaml.safe_load(of_kind(docs, "ConfigMap")["data"]["policy.yaml"])
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap" and "policy.yaml" in d["data"]]
+    raw: Obj = yaml.safe_load(config["data"]["policy.yaml"])
     return raw
 
 

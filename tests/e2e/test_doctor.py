@@ -51,6 +51,8 @@ EVERY_CHECK = (
     "quota",
     "kueue",
     "preemption",
+    "dcgm-exporter",
+    "attribution",
 )
 
 

@@ -7,12 +7,14 @@ import re
 from pathlib import Path
 
 import pytest
+from kubernetes.client import ApiClient
 
 from app.core.policy import PolicyError, parse_policy
 from app.troubleshoot.checks import run_checks
 from app.troubleshoot.checks.check import Facts
 from app.troubleshoot.client import ReadError
 from app.webhook.endpoint import RESULTS
+from app.webhook.exporter import Exporter
 from app.webhook.metrics import Metrics
 from tests.support import docs
 
@@ -87,6 +89,9 @@ def test_every_metric_is_documented() -> None:
     text = (ROOT / "docs" / "reference" / "metrics.md").read_text()
     names = {m.name for m in metrics.registry.collect()}
     assert names, "no metric collected"
+    exporter = Exporter(ApiClient())
+    names |= {m.name for m in exporter.metrics.registry.collect()}
+    names |= {m.name for m in exporter.info_registry.collect()}
     missing = sorted(n for n in names if n not in text)
     assert not missing, f"docs/reference/metrics.md does not name {missing}"
     for result in RESULTS:

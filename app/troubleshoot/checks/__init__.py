@@ -15,6 +15,13 @@ from app.troubleshoot.checks.cluster import (
     check_slices,
 )
 from app.troubleshoot.checks.kueue import check_kueue
+from app.troubleshoot.checks.monitoring import (
+    Exporter,
+    check_attribution,
+    check_dcgm_exporter,
+    dcgm_exporters,
+    gpu2dra_exporter,
+)
 from app.troubleshoot.checks.namespaces import check_namespaces
 from app.troubleshoot.checks.paths import check_paths
 from app.troubleshoot.checks.preemption import check_preemption
@@ -34,7 +41,13 @@ CHECKS: tuple[Callable[[Facts, Policy], Check], ...] = (
     lambda f, p: check_quota(f.namespaces, f.quotas, f.device_classes, p),
     lambda f, p: check_kueue(f.kueue, f.kueue_manager, p),
     lambda f, p: check_preemption(f.namespaces, f.priority_classes, f.pods, f.nodes, p),
+    lambda f, p: check_dcgm_exporter(_exporters(f), f.daemonsets),
+    lambda f, p: check_attribution(f.namespaces, _exporters(f), gpu2dra_exporter(f.deployments), p),
 )
+
+
+def _exporters(f: Facts) -> list[Exporter]:
+    return dcgm_exporters(f.daemonsets, f.deployments, f.cluster_roles, f.cluster_role_bindings)
 
 
 def run_checks(facts: Facts, policy: Policy) -> list[Check]:

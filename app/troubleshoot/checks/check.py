@@ -49,6 +49,10 @@ class Facts:
     kueue_manager: Obj | ReadError | None = None  # its Deployment; None: not there
     priority_classes: Listed = field(default_factory=list)
     pods: Listed = field(default_factory=list)  # every namespace's pods
+    daemonsets: Listed = field(default_factory=list)  # every namespace's
+    deployments: Listed = field(default_factory=list)  # every namespace's
+    cluster_roles: Listed = field(default_factory=list)
+    cluster_role_bindings: Listed = field(default_factory=list)
 
 
 class NotServed(ReadError):

@@ -176,3 +176,18 @@ service:
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* The exporter's labels: the chart's, with component exporter (the webhook's Service and
+PodDisruptionBudget select component webhook only). */}}
+{{- define "gpu2dra.exporterSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpu2dra.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: exporter
+{{- end }}
+
+{{- define "gpu2dra.exporterLabels" -}}
+helm.sh/chart: {{ include "gpu2dra.chart" . }}
+{{ include "gpu2dra.exporterSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}

@@ -1,0 +1,229 @@
+"""`gpu2dra exporter`: gpu2dra_pod_gpu_info, which pod holds which GPU, for every pod whose
+devices come from DRA claims (gpu2dra's, the in-tree path's, any other), from watch caches of
+pods, ResourceClaims and ResourceSlices. A scrape reads memory only: no API call.
+
+It runs apart from the webhook, as one small replica (the chart's `exporter`): each webhook
+replica exporting would give every series once per replica, and the webhook would need to
+watch every pod of the cluster, which admission never reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from kubernetes import client
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from app.core.gpuinfo import (
+    LABELS,
+    ClaimDevices,
+    Identity,
+    PodGpus,
+    Row,
+    SliceDevices,
+    claim_devices,
+    device_index,
+    pod_gpus,
+    rows,
+    slice_devices,
+)
+from app.core.kube import Obj
+from app.webhook.metrics import CacheMetrics
+from app.webhook.stores import Store
+
+log = logging.getLogger(__name__)
+
+INFO = "gpu2dra_pod_gpu_info"
+# Only pods that can hold a device: bound, not finished. A pod that stops matching (it
+# finishes) comes as a DELETED event, so the cache never holds finished pods.
+POD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+DRIVERS = ("gpu.nvidia.com",)
+
+
+def _namespaced(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+
+def _name(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+class PodGpuInfo:
+    """The collector: the rows of the three caches, joined at scrape. The device index is
+    rebuilt only after a ResourceSlice changed."""
+
+    def __init__(
+        self,
+        pods: Store[tuple[str, str], PodGpus | None],
+        claims: Store[tuple[str, str], ClaimDevices],
+        slices: Store[str, SliceDevices],
+        drivers: Collection[str],
+    ) -> None:
+        self.pods, self.claims, self.slices, self.drivers = pods, claims, slices, drivers
+        self._index: dict[tuple[str, str, str], Identity] = {}
+        self._stale = True
+        self._lines: dict[Row, bytes] = {}
+
+    def slices_changed(self) -> None:
+        self._stale = True
+
+    def devices(self) -> dict[tuple[str, str, str], Identity]:
+        if self._stale:
+            self._stale = False  # before the read: a change during it marks it stale again
+            # tuple() of a dict's values runs without giving up the GIL: the watch thread
+            # cannot change the dict half-way.
+            self._index = device_index(tuple(self.slices.items.values()))
+        return self._index
+
+    def rows(self) -> list[Row]:
+        pods = (p for p in tuple(self.pods.items.values()) if p is not None)
+        claims = dict(self.claims.items)  # a copy made holding the GIL, as tuple() above
+        return rows(pods, claims, self.devices(), self.drivers)
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(INFO, HELP, labels=LABELS)
+        for row in self.rows():
+            family.add_metric(row, 1)
+        yield family
+
+    def render(self) -> bytes:
+        """The family in Prometheus' text format, as generate_latest writes it, from a line
+        kept per row between scrapes: rows rarely change, and prometheus_client's writer
+        costs five times the join for 10,000 series."""
+        known, lines = self._lines, {}
+        for row in self.rows():
+            lines[row] = known.get(row) or _line(row)
+        self._lines = lines  # rows gone are forgotten
+        return _HEADER + b"".join(lines.values())
+
+
+HELP = (
+    "A device a container of a pod holds through a DRA claim (1); UUID is the physical GPU's, "
+    "as dcgm-exporter labels it."
+)
+_HEADER = f"# HELP {INFO} {HELP}\n# TYPE {INFO} gauge\n".encode()
+# Labels in name order, as prometheus_client writes them.
+_ORDER = tuple(sorted(range(len(LABELS)), key=LABELS.__getitem__))
+_NAMES = tuple(f'{LABELS[i]}="' for i in _ORDER)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _line(row: Row) -> bytes:
+    labels = ",".join(f'{name}{_escape(row[i])}"' for name, i in zip(_NAMES, _ORDER, strict=True))
+    return f"{INFO}{{{labels}}} 1.0\n".encode()
+
+
+class Exporter:
+    """The exporter's caches (their metrics in `metrics.registry`) and its collector."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        drivers: Collection[str] = DRIVERS,
+        timeout: float = 10.0,
+        metrics: CacheMetrics | None = None,
+    ) -> None:
+        self.metrics = metrics or CacheMetrics()
+        core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+
+        def pods(**kwargs: Any) -> Any:
+            return core.list_pod_for_all_namespaces(field_selector=POD_SELECTOR, **kwargs)
+
+        self.pods: Store[tuple[str, str], PodGpus | None] = Store(
+            "pods", pods, _namespaced, pod_gpus, self.metrics, timeout
+        )
+        self.claims: Store[tuple[str, str], ClaimDevices] = Store(
+            "resourceclaims",
+            resource.list_resource_claim_for_all_namespaces,
+            _namespaced,
+            claim_devices,
+            self.metrics,
+            timeout,
+        )
+        self.slices: Store[str, SliceDevices] = Store(
+            "resourceslices",
+            resource.list_resource_slice,
+            _name,
+            slice_devices,
+            self.metrics,
+            timeout,
+            on_change=lambda: self.info.slices_changed(),
+        )
+        self.info = PodGpuInfo(self.pods, self.claims, self.slices, frozenset(drivers))
+        # Its own registry: /metrics writes it through render(), the rest through
+        # prometheus_client.
+        self.info_registry = CollectorRegistry()
+        self.info_registry.register(self.info)
+        self._stop = threading.Event()
+
+    @property
+    def stores(self) -> tuple[Store[Any, Any], ...]:
+        return (self.pods, self.claims, self.slices)
+
+    @property
+    def ready(self) -> bool:
+        return all(store.synced.is_set() for store in self.stores)
+
+    def start(self) -> None:
+        for store in self.stores:
+            threading.Thread(
+                target=store.run, args=(self._stop,), name=f"watch-{store.name}", daemon=True
+            ).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def app(self, environ: dict[str, Any], respond: Callable[..., Any]) -> Iterable[bytes]:
+        """WSGI: /metrics; /readyz (503 until every cache has synced); /healthz."""
+        path = environ.get("PATH_INFO", "")
+        if path == "/metrics":
+            body = generate_latest(self.metrics.registry) + self.info.render()
+            respond("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
+            return [body]
+        if path == "/healthz" or (path == "/readyz" and self.ready):
+            respond("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok\n"]
+        if path == "/readyz":
+            respond("503 Service Unavailable", [("Content-Type", "text/plain")])
+            return [b"caches not synced\n"]
+        respond("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found\n"]
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a line per scrape would drown the log
+
+
+def serve(exporter: Exporter, host: str, port: int) -> None:
+    """Serve plain HTTP until SIGTERM or SIGINT (metrics hold no secret; the chart's
+    NetworkPolicy can restrict who scrapes)."""
+    server = make_server(host, port, exporter.app, _Server, _Quiet)
+
+    def stop(*_: object) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    exporter.start()
+    log.info("exporter listening on %s:%d", host, port)
+    try:
+        server.serve_forever()
+    finally:
+        exporter.stop()
+        server.server_close()
