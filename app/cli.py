@@ -378,7 +378,6 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _exporter(args: argparse.Namespace) -> int:
-    from app.kubeconfig import NoCluster, api_client
     from app.webhook.exporter import DRIVERS, Exporter, serve
 
     logs.configure(args.log_level, args.log_format)

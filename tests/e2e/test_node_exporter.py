@@ -8,9 +8,6 @@ machine: run it under `flock /tmp/gpu2dra-node.lock`)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,16 +17,12 @@ from kubernetes import client
 
 from tests.e2e.exporting import INFO, Running, running_exporter
 from tests.node.node import (
-    BUILD_HINT,
     BUSYBOX_IMAGE,
     RealNode,
-    kubelet_version,
-    missing_node_tools,
-    skew_problem,
 )
 from tests.support.cluster import A100_SXM4_40GB, gpu_devices, read_pod, wait_for
-from tests.support.controlplane import REAL_NODE_NAME, ControlPlane, find_bin_dir
-from tests.support.tools import missing
+from tests.support.controlplane import REAL_NODE_NAME, ControlPlane
+from tests.support.realnode import running_node
 from tests.support.webhook import Webhook
 
 Obj = dict[str, Any]
@@ -45,37 +38,14 @@ DEVICE_VAR = "GPU2DRA_DEVICE_"
 
 @pytest.fixture(scope="module")
 def real_node(
+    request: pytest.FixtureRequest,
     control_plane: ControlPlane,
     api_client: client.ApiClient,
     webhook: Webhook,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[RealNode]:
-    if not sys.platform.startswith("linux") or os.geteuid() != 0:
-        missing("a real node needs Linux and root (mounts, cgroups, network namespaces)")
-    bin_dir = find_bin_dir() / "node"
-    absent = missing_node_tools(bin_dir)
-    if absent:
-        message = f"{', '.join(absent)} missing in {bin_dir}: run `bash {BUILD_HINT}`"
-        if shutil.which("go"):
-            pytest.fail(message, pytrace=False)
-        missing(f"Go is not installed to build the node: {message}")
-    apiserver = client.VersionApi(api_client).get_code().git_version
-    problem = skew_problem(kubelet_version(bin_dir), apiserver)
-    if problem:
-        missing(f"no real node on this control plane: {problem}")
-    node = RealNode(
-        bin_dir,
-        tmp_path_factory.mktemp("node"),
-        control_plane,
-        name=REAL_NODE_NAME,
-        devices=NODE_DEVICES,
-        api=api_client,
-    )
-    try:
-        node.start()
-        yield node
-    finally:
-        node.stop()
+    work_dir = tmp_path_factory.mktemp("node")
+    yield from running_node(request, control_plane, api_client, work_dir, NODE_DEVICES)
 
 
 @pytest.fixture
