@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from app.core import consumable
 from app.core.catalog import Catalog
 from app.core.failclosed import (
     DeviceFilter,
@@ -78,7 +79,7 @@ class _Claim:
 
 # What an init container can reuse of an app container's claims: the same resource (the device
 # plugin hands devices on within one resource only), DeviceClass, selectors and config.
-Shape = tuple[str, str, tuple[str, ...], str]
+Shape = tuple[str, str, tuple[str, ...], str, tuple[tuple[str, str], ...]]
 
 
 def _cover(need: int, by_count: dict[int, list[_Claim]], exclude: list[str]) -> list[_Claim] | None:
@@ -215,6 +216,9 @@ def _asked(spec: Obj, policy: Policy, warnings: list[Finding]) -> _Asked:
     left = False
     for field, index, container in containers(spec):
         found = legacy_requests(field, container, policy, warnings, unmapped)
+        if found:
+            who = container_label(field, container)
+            found = consumable.with_memory(who, container, found, unmapped, warnings)
         if found is None:
             left = True
         elif not found:
@@ -288,9 +292,13 @@ def _plan(
         warnings.append(Finding(Code.HAMI_NOT_WHOLE, resources=", ".join(others)))
         return None
     shared = shared_terms(spec) if used else []
-    if refused := sorted({lg.resource for lg in used if shared and not lg.mapping.sharing}):
+    keeps = [lg for lg in used if lg.mapping.sharing or lg.mapping.takes_shares]
+    if refused := sorted({lg.resource for lg in used if shared and lg not in keeps}):
         labels, resources = ", ".join(shared), ", ".join(refused)
         warnings.append(Finding(Code.SHARED_NODES, labels=labels, resources=resources))
+        return None
+    if cannot := consumable.problems(used, bool(shared), catalog):
+        warnings.extend(cannot)
         return None
     if missing := sorted({lg.mapping.device_class for lg in used} - catalog.classes.keys()):
         warnings.append(Finding(Code.NO_DEVICE_CLASS, classes=", ".join(missing)))
@@ -320,7 +328,7 @@ def _plan(
     # for a single-strategy nvidia.com/gpu, the driver's sharing config, and the selectors
     # of HAMi's annotations (it reads no annotation).
     adds = any(selection.selectors.values()) or single is not None or bool(shared)
-    adds = adds or bool(hami.selectors) or any(lg.shared for lg in used)
+    adds = adds or bool(hami.selectors) or any(lg.shared or lg.memory for lg in used)
     if native := defer_reason(found, adds, catalog):
         return native
     return _Plan(legacy, used, selection, hami.selectors, bool(shared))
@@ -336,19 +344,24 @@ def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findi
         if _whole(lg):
             node += plan.hami
         config = ""
-        if plan.shared or lg.shared:
+        if (plan.shared or lg.shared) and lg.mapping.sharing:
             kind = "MigDeviceConfig" if lg.mapping.node_labels == "mig" else "GpuConfig"
             config = sharing_config(kind, lg.mapping.sharing)
+        taken = consumable.capacity(lg, plan.shared)
         return DeviceRequest(
             request_name(lg.resource),
             lg.mapping.device_class,
             lg.devices,
-            lg.selectors + node,
+            lg.selectors + node + taken.selectors,
             config,
+            taken.requests,
         )
 
-    if sharing := sorted({lg.mapping.sharing for lg in plan.used if plan.shared or lg.shared}):
+    shared = [lg for lg in plan.used if (plan.shared or lg.shared) and lg.mapping.sharing]
+    if sharing := sorted({lg.mapping.sharing for lg in shared}):
         warnings.append(_sharing_note(sharing))
+    if note := consumable.note(plan.used, plan.shared):
+        warnings.append(note)
 
     taken = _claim_names_in_use(spec, pod_claims)
     salts: dict[str, int] = {}
@@ -362,7 +375,7 @@ def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findi
             if not lg.devices:
                 continue
             req = device_request(lg)
-            shape = (lg.resource, req.device_class, req.selectors, req.config)
+            shape = (lg.resource, req.device_class, req.selectors, req.config, req.capacity)
             if is_regular_init(field, container):
                 # `names`: each device of the container counts once
                 if (cover := _cover(req.devices, app_claims.get(shape, {}), names)) is not None:
@@ -456,6 +469,7 @@ def _sharing_note(sharings: list[str]) -> Finding:
 def _rewrite(container: Obj, found: list[LegacyRequest], claims: list[str]) -> Obj:
     """The container without its legacy resources and with `claims` added."""
     gone = {lg.resource for lg in found}
+    gone |= {lg.mapping.consumable.memory for lg in found if lg.memory and lg.mapping.consumable}
     resources = dict(container["resources"])
     for key in ("limits", "requests"):
         amounts = resources.get(key)
