@@ -95,6 +95,13 @@ def note(used: Iterable[LegacyRequest], shared: bool) -> Finding | None:
     return Finding(Code.CONSUMABLE, taken="; ".join(taken)) if taken else None
 
 
+def capacities(used: Iterable[LegacyRequest]) -> tuple[str, ...]:
+    """The legacy resources the requests turn into capacity (a memory resource)."""
+    return tuple(
+        sorted({lg.mapping.consumable.memory for lg in used if lg.memory and lg.mapping.consumable})
+    )
+
+
 def with_memory(
     who: str,
     container: Obj,

@@ -55,6 +55,9 @@ class Translation(NamedTuple):
     in_tree: str = ""  # why the pod is left to the in-tree extended-resource path, if it is
     # (legacy resource, DeviceClass) of each claim it adds: what a GPU quota must also limit
     uses: tuple[tuple[str, str], ...] = ()
+    # legacy resources that become consumable capacity (HAMi's nvidia.com/gpumem): no quota
+    # counts them on the DRA side
+    capacities: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -426,6 +429,7 @@ def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findi
         tuple(dict.fromkeys(warnings)),
         tuple(touched),
         uses=tuple(sorted({(c.resource, c.device_class) for c in new_claims})),
+        capacities=consumable.capacities(plan.used),
     )
 
 
