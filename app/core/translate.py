@@ -7,8 +7,7 @@ with the input and names the subtrees it replaced, so a patch for only those can
 from __future__ import annotations
 
 import json
-from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from app.core import consumable
@@ -27,6 +26,7 @@ from app.core.gfd import (
     select_devices,
     shared_terms,
 )
+from app.core.initclaims import Claim, Legacy, Shape, cover, more_devices
 from app.core.intree import defer_reason
 from app.core.kube import Obj
 from app.core.names import claim_name, request_name
@@ -67,46 +67,6 @@ class Translation(NamedTuple):
 # ---- writing claims ----------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Claim:
-    name: str
-    template: Obj  # the ResourceClaimTemplate it is made from
-    resource: str  # the legacy resource it stands for
-    device_class: str
-    devices: int
-
-    @property
-    def template_name(self) -> str:
-        return self.template["metadata"]["name"]  # type: ignore[no-any-return]
-
-
-# What an init container can reuse of an app container's claims: the same resource (the device
-# plugin hands devices on within one resource only), DeviceClass, selectors and config.
-Shape = tuple[str, str, tuple[str, ...], str, tuple[tuple[str, str], ...]]
-
-
-def _cover(need: int, by_count: dict[int, list[_Claim]], exclude: list[str]) -> list[_Claim] | None:
-    """App claims an init container can reuse for `need` devices: the smallest single claim
-    that covers it (the first of its count), else the largest ones until they do; None if all
-    of them fall short. `by_count` holds the app claims of one shape by count, in pod order:
-    at most 32 counts, so a pod with thousands of containers costs no more per container."""
-    for count in sorted(c for c in by_count if c >= need):
-        for claim in by_count[count]:
-            if claim.name not in exclude:
-                return [claim]
-    chosen: list[_Claim] = []
-    total = 0
-    for count in sorted(by_count, reverse=True):
-        for claim in by_count[count]:
-            if claim.name in exclude:
-                continue
-            chosen.append(claim)
-            total += count
-            if total >= need:
-                return chosen
-    return None
-
-
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 
 
@@ -139,43 +99,6 @@ def _claim_names_in_use(spec: Obj, pod_claims: list[Any]) -> set[str]:
 
 def _unchanged(spec: Obj, warnings: list[Finding]) -> Translation:
     return Translation(spec, (), tuple(dict.fromkeys(warnings)), ())
-
-
-Legacy = dict[tuple[str, int], tuple[Obj, list[LegacyRequest]]]
-
-
-def _more_devices(
-    legacy: Legacy, claims: list[_Claim], own_init: dict[str, list[str]]
-) -> list[Finding]:
-    """A warning per resource of which the claims hold more devices than the device plugin
-    gave the same containers: an init container whose devices no app container could
-    inherit. An init container that is alone in asking (a model download step, say) costs
-    nothing more: the device plugin reserved its devices for the whole pod too."""
-    running: Counter[str] = Counter()
-    init: Counter[str] = Counter()
-    for (field, _), (container, found) in legacy.items():
-        for lg in found:
-            if is_regular_init(field, container):
-                init[lg.resource] = max(init[lg.resource], lg.devices)
-            else:
-                running[lg.resource] += lg.devices
-    claimed: Counter[str] = Counter()
-    for claim in claims:
-        claimed[claim.resource] += claim.devices
-    said = []
-    for resource, names in own_init.items():
-        before = max(running[resource], init[resource])
-        if claimed[resource] > before:
-            said.append(
-                Finding(
-                    Code.MORE_DEVICES,
-                    names=", ".join(map(repr, names)),
-                    resource=resource,
-                    claimed=claimed[resource],
-                    before=before,
-                )
-            )
-    return said
 
 
 def translate(spec: Obj, policy: Policy, catalog: Catalog, annotations: Any = None) -> Translation:
@@ -368,8 +291,8 @@ def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findi
 
     taken = _claim_names_in_use(spec, pod_claims)
     salts: dict[str, int] = {}
-    new_claims: list[_Claim] = []
-    app_claims: dict[Shape, dict[int, list[_Claim]]] = {}
+    new_claims: list[Claim] = []
+    app_claims: dict[Shape, dict[int, list[Claim]]] = {}
     claims_of: dict[tuple[str, int], list[str]] = {}
     own_init: dict[str, list[str]] = {}  # resource -> init containers with claims of their own
     for (field, index), (container, found) in legacy.items():
@@ -381,12 +304,12 @@ def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findi
             shape = (lg.resource, req.device_class, req.selectors, req.config, req.capacity)
             if is_regular_init(field, container):
                 # `names`: each device of the container counts once
-                if (cover := _cover(req.devices, app_claims.get(shape, {}), names)) is not None:
-                    names.extend(c.name for c in cover)
+                if (reused := cover(req.devices, app_claims.get(shape, {}), names)) is not None:
+                    names.extend(c.name for c in reused)
                     continue
                 own_init.setdefault(lg.resource, []).append(str(container.get("name")))
             name = claim_name(str(container.get("name")), req.name, taken, salts)
-            claim = _Claim(name, req.template(), lg.resource, req.device_class, req.devices)
+            claim = Claim(name, req.template(), lg.resource, req.device_class, req.devices)
             taken.add(claim.name)
             new_claims.append(claim)
             if field == "containers":
@@ -397,7 +320,7 @@ def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findi
             warnings.append(Finding(Code.VISIBLE_DEVICES, who=who))
 
     if own_init:
-        warnings.extend(_more_devices(legacy, new_claims, own_init))
+        warnings.extend(more_devices(legacy, new_claims, own_init))
 
     new_spec = dict(spec)
     touched: list[Path] = []
