@@ -309,10 +309,17 @@ def create_gpu_node(
     gpus: int = 1,
     mig: Mapping[int, Sequence[str]] | None = None,
     labels: Mapping[str, str] | None = None,
+    consumable: str | None = None,
+    extended: Mapping[str, str] | None = None,
 ) -> tuple[Obj, Obj]:
-    """A Ready Node plus its gpu.nvidia.com ResourceSlice; returns (node, slice)."""
-    node = create_node(api, name, labels=labels)
-    body = gpu_resource_slice(name, gpu_devices(name, product, gpus, mig), owner=node)
+    """A Ready Node plus its gpu.nvidia.com ResourceSlice; returns (node, slice). With
+    `consumable`, its devices are shared as the driver's --consumable-shares=<consumable>
+    shares them; `extended`: what the device plugin advertises there too."""
+    node = create_node(api, name, labels=labels, extended=extended)
+    devices = gpu_devices(name, product, gpus, mig)
+    if consumable is not None:
+        devices = consumable_shares(devices, consumable)
+    body = gpu_resource_slice(name, devices, owner=node)
     return node, _create_cluster_object(api, "resourceslices", body)
 
 
