@@ -142,6 +142,7 @@ class RealNode:
         devices: Sequence[Obj],
         api: Any,
         start_timeout: float = 120.0,
+        consumable_shares: str = "",
     ) -> None:
         self.bin_dir = bin_dir
         self.work_dir = work_dir
@@ -150,6 +151,8 @@ class RealNode:
         self.devices = list(devices)
         self.api = api  # kubernetes.client.ApiClient with admin rights
         self.start_timeout = start_timeout
+        # The plugin's --consumable-shares: its devices shared as the NVIDIA driver shares them.
+        self.consumable_shares = consumable_shares
         self.ip = ""
         self.log_dir = work_dir / "logs"
         self.cdi_dir = work_dir / "cdi"
@@ -344,9 +347,13 @@ state = "{d / "state"}"
                 f"--cdi-dir={self.cdi_dir}",
                 f"--registrar-dir={self.kubelet_root / 'plugins_registry'}",
                 f"--plugin-dir={self.kubelet_root / 'plugins' / DRIVER}",
+                *self._sharing_flags(),
                 "--v=4",
             ],
         )
+
+    def _sharing_flags(self) -> list[str]:
+        return [f"--consumable-shares={self.consumable_shares}"] if self.consumable_shares else []
 
     def _wait_ready(self) -> None:
         from kubernetes import client
