@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.e2e.inspecting import doctor
 from tests.support.cluster import (
     H100_80GB_HBM3,
     add_gpu_node,
@@ -112,6 +113,12 @@ def test_time_sliced_pods_share_one_gpu_by_its_shares(
     node = add_gpu_node(api_client, gpu_nodes, gpus=1, consumable="4")
     hook.set_mode(api_client, namespace, "enabled")
     wait_until_shared(hook, namespace, sliced("probe"))
+    _, checks = doctor(control_plane, "--policy", str(hook.work_dir / "sharing.yaml"))
+    assert checks["sharing"]["status"] == "PASS", checks["sharing"]
+    assert (
+        f"gpu.nvidia.com pool {node}: 1 of 1 device(s) shared; gpu-0 offers memory 40Gi "
+        "(default 0), shares 4 (default 1)"
+    ) in checks["sharing"]["details"]
 
     core = client.CoreV1Api(api_client)
     for i in range(4):
@@ -182,6 +189,10 @@ def test_where_no_device_is_shared_pods_stay_on_the_device_plugin(
         extended={"nvidia.com/gpu": "4"},
     )
     hook.set_mode(api_client, namespace, "enabled")
+    _, checks = doctor(control_plane, "--policy", str(hook.work_dir / "sharing.yaml"))
+    if release == "v1.34":  # on 1.37 other tests' shared nodes may still be there
+        assert checks["sharing"]["status"] == "WARN", checks["sharing"]
+        assert "--consumable-shares" in checks["sharing"]["fix"]
     created, warnings = control_plane.create(namespace, sliced("stays"))
     assert "resourceClaims" not in created["spec"]
     assert created["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
