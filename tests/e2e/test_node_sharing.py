@@ -43,7 +43,7 @@ POLICY = """\
 mappings:
   nvidia.com/gpu:
     deviceClassName: gpu.nvidia.com
-    consumable: {shares: 1}
+    consumable: {shares: 1, memory: nvidia.com/gpumem}
 """
 
 
@@ -125,8 +125,8 @@ def template() -> Obj:
     }
 
 
-def running(api: client.ApiClient, namespace: str) -> list[Obj]:
-    items = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector="app=infer").items
+def running(api: client.ApiClient, namespace: str, app: str = "infer") -> list[Obj]:
+    items = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"app={app}").items
     pods = [api.sanitize_for_serialization(p) for p in items]
     return [p for p in pods if p["status"].get("phase") == "Running"]
 
@@ -204,3 +204,59 @@ def test_a_time_sliced_deployment_shares_one_gpu_by_its_shares(
         "the fifth pod Running once a share is free",
     )
     assert wait_for(lambda: seen_uuid(control_plane, namespace, "fifth"), 30, "fifth log") == UUID
+
+
+def claims_on(api: client.ApiClient, node: str) -> list[str]:
+    """The ResourceClaims allocated a device of the node's pool."""
+    listed = client.CustomObjectsApi(api).list_cluster_custom_object(
+        "resource.k8s.io", "v1", "resourceclaims"
+    )["items"]
+    return [
+        c["metadata"]["name"]
+        for c in listed
+        for r in ((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results")
+        or []
+        if r.get("pool") == node
+    ]
+
+
+def fraction(name: str, mib: int) -> Obj:
+    """A pod asking HAMi for `mib` MiB of one GPU."""
+    pod: Obj = {"apiVersion": "v1", "kind": "Pod", **template()}
+    pod["metadata"] = {"name": name, "labels": {"app": "mem"}}
+    pod["spec"] = {**pod["spec"], "nodeSelector": {}}
+    (main,) = pod["spec"]["containers"]
+    main["resources"] = {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": mib}}
+    return pod
+
+
+def test_memory_fractions_share_the_gpu_while_they_fit(
+    shared_node: RealNode,
+    hook: Webhook,
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    namespace: str,
+) -> None:
+    """Its 40960 MiB hold two pods of 20000 MiB (each also takes one share, the default),
+    not a third."""
+    wait_for(
+        lambda: not claims_on(api_client, shared_node.name) and not shared_node.cdi_specs(),
+        120,
+        lambda: f"every share free: {claims_on(api_client, shared_node.name)}",
+    )
+    hook.set_mode(api_client, namespace, "enabled")
+    for i in range(2):
+        control_plane.create(namespace, fraction(f"mem-{i}", 20000))
+    pods = wait_for(
+        lambda: found if len(found := running(api_client, namespace, "mem")) == 2 else None,
+        120,
+        lambda: f"2 memory pods Running: {len(running(api_client, namespace, 'mem'))} are",
+    )
+    for p in pods:
+        (result,) = allocated_devices(api_client, p)
+        assert result["device"] == "gpu-0"
+        assert result["consumedCapacity"] == {"memory": "20000Mi", "shares": "1"}
+        name = p["metadata"]["name"]
+        assert wait_for(partial(seen_uuid, control_plane, namespace, name), 30, name) == UUID
+    control_plane.create(namespace, fraction("mem-2", 20000))
+    wait_for(lambda: refused(api_client, namespace, "mem-2"), 60, "the third fraction refused")
