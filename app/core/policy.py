@@ -45,7 +45,9 @@ deviceClasses: [gpu.nvidia.com, mig.nvidia.com]
 # Each mapping's inTree says what to do where a DeviceClass also serves its resource in-tree
 # (extendedResourceName, Kubernetes 1.36+): defer leaves a pod that gains nothing from
 # translation (whole devices, no GFD node terms, no init container asking) to the scheduler;
-# translate translates every pod.
+# translate translates every pod. A mapping's `consumable` ({shares: 1, memory:
+# nvidia.com/gpumem}) moves pods on time-sliced or MPS GPUs, and HAMi's memory fractions, onto
+# devices several claims share, where the DRA driver publishes them (--consumable-shares).
 mappings:
   nvidia.com/gpu:
     deviceClassName: gpu.nvidia.com
