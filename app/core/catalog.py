@@ -1,4 +1,5 @@
-"""The DeviceClasses a cluster has: which exist, and which also serve an extended resource."""
+"""The DeviceClasses a cluster has: which exist, and which also serve an extended resource;
+and which of its drivers publish devices several claims share (consumable capacity)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ class Catalog:
     """DeviceClass name -> its `spec.extendedResourceName` (None when unset)."""
 
     classes: Mapping[str, str | None]
+    # DRA driver -> the capacities its devices with allowMultipleAllocations publish (KEP-5075
+    # consumable capacity: `shares`, `memory`); None when unknown (no cluster: assumed).
+    sharing: Mapping[str, frozenset[str]] | None = None
     _serving: Mapping[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -34,9 +38,46 @@ class Catalog:
             classes[obj["metadata"]["name"]] = spec.get("extendedResourceName")
         return cls(MappingProxyType(classes))
 
+    def shares(self, driver: str, capacity: str) -> bool:
+        """Whether devices of `driver` can be shared by claims taking `capacity` of them."""
+        return self.sharing is None or capacity in self.sharing.get(driver, ())
+
     def __contains__(self, name: object) -> bool:
         return name in self.classes
 
     def serving_extended_resource(self, resource: str) -> tuple[str, ...]:
         """Classes whose extendedResourceName is `resource` (KEP-5004 would serve it in-tree)."""
         return self._serving.get(resource, ())
+
+
+Sharing = tuple[str, frozenset[str]]  # one ResourceSlice: its driver, its shared capacities
+NOT_SHARED: Sharing = ("", frozenset())
+
+
+def slice_sharing(obj: Mapping[str, Any]) -> Sharing:
+    """What one ResourceSlice says of sharing: its driver and the capacities of its devices
+    that allow multiple allocations (names in the driver's domain, unqualified)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("driver"), str):
+        return NOT_SHARED
+    driver = spec["driver"]
+    found: set[str] = set()
+    devices = spec.get("devices")
+    for device in devices if isinstance(devices, list) else ():
+        if isinstance(device, Mapping) and device.get("allowMultipleAllocations") is True:
+            capacity = device.get("capacity")
+            for name in capacity if isinstance(capacity, Mapping) else ():
+                domain, slash, ident = str(name).rpartition("/")
+                if not slash or domain == driver:
+                    found.add(ident)
+            found.add("")  # the device is shared, whatever it publishes
+    return (driver, frozenset(found)) if found else NOT_SHARED
+
+
+def sharing_of(slices: Iterable[Sharing]) -> dict[str, frozenset[str]]:
+    """Driver -> the capacities any of its slices' shared devices publish."""
+    merged: dict[str, set[str]] = {}
+    for driver, capacities in slices:
+        if driver:
+            merged.setdefault(driver, set()).update(capacities)
+    return {d: frozenset(c) for d, c in sorted(merged.items())}

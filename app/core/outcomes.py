@@ -49,8 +49,22 @@ class Code(StrEnum):
         "shared-replicas",
         "left",
         "{who}: {resource} (shared GPU replicas): under DRA each pod's claim gets devices of "
-        "its own, so it would become exclusive (give its mapping `sharing: TimeSlicing` or "
-        "`MPS` in the policy to translate it); " + POD_LEFT,
+        "its own, so it would become exclusive (give its mapping `consumable` in the policy "
+        "to keep it shared with other pods, or `sharing: TimeSlicing` or `MPS`); " + POD_LEFT,
+    )
+    SHARED_COUNT = (
+        "shared-count",
+        "left",
+        "{resource}: {count} time-sliced replicas: the device plugin gave them on one GPU or "
+        "on several, as it found them free, while a DRA request takes {count} distinct "
+        "devices or {count} shares of one, which is not what the pod had (ask for 1, or for "
+        "whole GPUs); pod left as is",
+    )
+    MEMORY_AMOUNT = (
+        "memory-amount",
+        "left",
+        "{who}: {resource} {amount!r} is not a whole number of MiB above 0 (or its request "
+        "differs from its limit); " + POD_LEFT,
     )
     NOT_A_MIG_PROFILE = (
         "not-a-mig-profile",
@@ -149,8 +163,17 @@ class Code(StrEnum):
         "left",
         "node label {labels} picks shared GPUs (time-slicing or MPS replicas) for {resources}: "
         "under DRA each pod's claim gets devices of its own, so it would become exclusive; "
-        "pod left as is (give the mapping `sharing: TimeSlicing` or `MPS` in the policy to "
-        "translate it)",
+        "pod left as is (give the mapping `consumable` in the policy to keep it shared with "
+        "other pods, or `sharing: TimeSlicing` or `MPS`)",
+    )
+    NOT_SHARING = (
+        "not-sharing",
+        "left",
+        "no ResourceSlice of driver {driver} publishes devices with allowMultipleAllocations "
+        "and a consumable capacity `{capacity}` for {resources}, so its claims would take "
+        "whole GPUs; pod left on the device plugin (to share: run the NVIDIA DRA driver with "
+        "--consumable-shares={flag} and its ConsumableShares feature gate; on Kubernetes 1.34 "
+        "and 1.35 also turn on the DRAConsumableCapacity feature gate)",
     )
     NO_DEVICE_CLASS = (
         "no-device-class",
@@ -220,6 +243,12 @@ class Code(StrEnum):
         "shared GPUs become claims of their own, shared by {strategies} only among this pod's "
         "containers: pods no longer share a GPU with other pods (the driver needs its alpha "
         "feature gate {gates})",
+    )
+    CONSUMABLE = (
+        "consumable",
+        "translated",
+        "{taken}: its claims take part of a GPU other pods share (DRA consumable capacity, "
+        "KEP-5075) where the driver publishes it; pods of the same GPU see the same device",
     )
     VISIBLE_DEVICES = (
         "visible-devices",

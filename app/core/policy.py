@@ -45,7 +45,9 @@ deviceClasses: [gpu.nvidia.com, mig.nvidia.com]
 # Each mapping's inTree says what to do where a DeviceClass also serves its resource in-tree
 # (extendedResourceName, Kubernetes 1.36+): defer leaves a pod that gains nothing from
 # translation (whole devices, no GFD node terms, no init container asking) to the scheduler;
-# translate translates every pod.
+# translate translates every pod. A mapping's `consumable` ({shares: 1, memory:
+# nvidia.com/gpumem}) moves pods on time-sliced or MPS GPUs, and HAMi's memory fractions, onto
+# devices several claims share, where the DRA driver publishes them (--consumable-shares).
 mappings:
   nvidia.com/gpu:
     deviceClassName: gpu.nvidia.com
@@ -88,6 +90,15 @@ class PolicyError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class Consumable:
+    """How a mapping's shared GPUs become consumable capacity of devices several claims share."""
+
+    shares: int = 1  # the `shares` one device-plugin replica takes; 0: time-sliced pods stay
+    memory: str = ""  # HAMi's memory resource (MiB) that becomes capacity `memory`; "": none
+    driver: str = "gpu.nvidia.com"  # the domain of the capacities (the DRA driver's name)
+
+
+@dataclass(frozen=True, slots=True)
 class ResourceMapping:
     """How one legacy extended resource becomes a DRA device request."""
 
@@ -99,10 +110,18 @@ class ResourceMapping:
     # The driver's sharing settings (GpuSharing as canonical JSON) given to claims of pods
     # that asked for shared GPUs; "" refuses to translate them (they would become exclusive).
     sharing: str = ""
+    # Shared GPUs as DRA consumable capacity (KEP-5075): pods keep sharing devices with other
+    # pods. None: not (`sharing` decides).
+    consumable: Consumable | None = None
 
     @property
     def is_pattern(self) -> bool:
         return self.resource.endswith("*")
+
+    @property
+    def takes_shares(self) -> bool:
+        """Pods on shared GPUs move onto the capacity `shares` of devices claims share."""
+        return self.consumable is not None and self.consumable.shares > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +232,14 @@ def _mapping(resource: Any, raw: Any) -> ResourceMapping:
     where = f"mappings[{resource!r}]"
     _expect(isinstance(resource, str) and "/" in resource, where, "key must be a resource name")
     _expect(isinstance(raw, dict), where, "must be a map")
-    unknown = set(raw) - {"deviceClassName", "selectors", "nodeLabels", "inTree", "sharing"}
+    unknown = set(raw) - {
+        "deviceClassName",
+        "selectors",
+        "nodeLabels",
+        "inTree",
+        "sharing",
+        "consumable",
+    }
     _expect(not unknown, where, f"unknown field(s): {', '.join(sorted(unknown))}")
     device_class = raw.get("deviceClassName")
     _expect(isinstance(device_class, str) and bool(device_class), where, "needs deviceClassName")
@@ -242,9 +268,51 @@ def _mapping(resource: Any, raw: Any) -> ResourceMapping:
         f"must be one of {', '.join(get_args(InTree))}, not {in_tree!r}",
     )
     sharing = _sharing(raw.get("sharing", "refuse"), f"{where}.sharing")
+    consumable = _consumable(raw.get("consumable"), f"{where}.consumable")
+    if consumable is not None:
+        _expect(not sharing, where, "give `sharing` or `consumable`, not both")
+        _expect(
+            not resource.endswith("*") and node_labels == "gpu",
+            f"{where}.consumable",
+            "is for whole-GPU mappings (nodeLabels: gpu, no `*`)",
+        )
+        _expect(consumable.memory != resource, f"{where}.consumable.memory", "is the GPU itself")
     return ResourceMapping(
-        resource, device_class, tuple(selectors), node_labels, in_tree=in_tree, sharing=sharing
+        resource,
+        device_class,
+        tuple(selectors),
+        node_labels,
+        in_tree=in_tree,
+        sharing=sharing,
+        consumable=consumable,
     )
+
+
+def _consumable(raw: Any, where: str) -> Consumable | None:
+    """None (absent), or `{shares: N|none, memory: <resource>|none, driver: <name>}`."""
+    if raw is None:
+        return None
+    _expect(isinstance(raw, dict), where, "must be a map (shares, memory, driver)")
+    unknown = set(raw) - {"shares", "memory", "driver"}
+    _expect(not unknown, where, f"unknown field(s): {', '.join(sorted(unknown))}")
+    shares = raw.get("shares", 1)
+    shares = 0 if shares == "none" else shares
+    _expect(
+        isinstance(shares, int) and not isinstance(shares, bool) and 0 <= shares <= 1024,
+        f"{where}.shares",
+        f"must be none or the shares one replica takes (1 to 1024), not {shares!r}",
+    )
+    memory = raw.get("memory", "none")
+    memory = "" if memory == "none" else memory
+    _expect(
+        isinstance(memory, str) and (not memory or "/" in memory),
+        f"{where}.memory",
+        f"must be none or a resource name (nvidia.com/gpumem), not {memory!r}",
+    )
+    driver = raw.get("driver", "gpu.nvidia.com")
+    _expect(isinstance(driver, str) and bool(driver), f"{where}.driver", "must be a driver name")
+    _expect(bool(shares or memory), where, "shares and memory are both none: nothing to share")
+    return Consumable(shares, memory, driver)
 
 
 _STRATEGIES = ("TimeSlicing", "MPS")

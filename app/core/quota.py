@@ -8,6 +8,11 @@ translated pod asks for none: its devices are counted by ResourceClaims, under
 claims of that class also counted under `requests.<resource>`. The gate's state cannot be
 read; the field can: with the gate off the API server drops it, so a class that shows it
 is served by a cluster that counts it.
+
+A claim on a shared device (consumable capacity) counts its devices like any other: one
+time-sliced replica was one `nvidia.com/gpu` and is one device. What it takes of the device's
+capacity no quota counts, so a legacy quota on a resource that becomes capacity (HAMi's
+`requests.nvidia.com/gpumem`) cannot be kept on the DRA side: such pods stay.
 """
 
 from __future__ import annotations
@@ -81,35 +86,54 @@ class Unguarded(NamedTuple):
     """A legacy quota a translation would lift: nothing limits the class it turns into."""
 
     resource: str
-    device_class: str
+    device_class: str  # "" for a resource that becomes consumable capacity: nothing counts it
     limits: tuple[tuple[str, str], ...]  # (quota name, key) that limit the resource
 
 
 def unguarded(
-    uses: Iterable[Use], quotas: Iterable[Quota], catalog: Catalog
+    uses: Iterable[Use],
+    quotas: Iterable[Quota],
+    catalog: Catalog,
+    capacities: Iterable[str] = (),
 ) -> tuple[Unguarded, ...]:
     """What translating `uses` would lift in a namespace with `quotas`; () when nothing.
 
     A resource limited by a legacy quota may be translated only when some quota of the
-    namespace limits its class's devices too, or the class's claims count against it."""
+    namespace limits its class's devices too, or the class's claims count against it; a
+    resource that becomes consumable capacity (`capacities`) never: no quota counts that."""
     quotas = tuple(quotas)
     if not quotas:
         return ()
     keys = {key for q in quotas for key in q.hard}
     found = []
+    for resource in sorted(set(capacities)):
+        if limits := _limits(resource, quotas):
+            found.append(Unguarded(resource, "", limits))
     for resource, device_class in sorted(set(uses)):
-        limits = tuple(
-            (q.name, prefix + resource)
-            for q in quotas
-            for prefix in LEGACY_PREFIXES
-            if prefix + resource in q.hard
-        )
+        limits = _limits(resource, quotas)
         if not limits or devices_key(device_class) in keys:
             continue
         if counted_as_legacy(device_class, resource, catalog):
             continue
         found.append(Unguarded(resource, device_class, limits))
     return tuple(found)
+
+
+def _limits(resource: str, quotas: Iterable[Quota]) -> tuple[tuple[str, str], ...]:
+    """(quota name, key) of each legacy quota key that limits `resource`."""
+    return tuple(
+        (q.name, prefix + resource)
+        for q in quotas
+        for prefix in LEGACY_PREFIXES
+        if prefix + resource in q.hard
+    )
+
+
+def capacity_resources(policy: Policy) -> frozenset[str]:
+    """The legacy resources the policy turns into consumable capacity (HAMi's gpumem)."""
+    return frozenset(
+        m.consumable.memory for m in policy.mappings if m.consumable and m.consumable.memory
+    )
 
 
 def namespace_uses(quotas: Iterable[Quota], policy: Policy) -> tuple[Use, ...]:
@@ -127,6 +151,9 @@ def describe(found: Iterable[Unguarded]) -> str:
     parts = []
     for u in found:
         named = ", ".join(f"ResourceQuota {name} limits {key}" for name, key in u.limits)
+        if not u.device_class:
+            parts.append(f"{named}, which becomes DRA consumable capacity no quota counts")
+            continue
         parts.append(f"{named} and no quota limits {devices_key(u.device_class)}")
     return "; ".join(parts)
 

@@ -91,6 +91,7 @@ class LegacyRequest(NamedTuple):
     mapping: ResourceMapping
     selectors: tuple[str, ...]  # the mapping's, with {profile} filled in
     shared: bool = False  # the device plugin's shared replicas (`<name>.shared`)
+    memory: int = 0  # MiB of each device, from a memory resource its mapping reads (HAMi's)
 
 
 def vendor_companions(
@@ -173,7 +174,7 @@ def legacy_requests(
                 unmapped.append((who, resource))
             continue
         mapping, captured = hit
-        if shared and not mapping.sharing:
+        if shared and not (mapping.sharing or mapping.takes_shares):
             say(Code.SHARED_REPLICAS)
             return None
         selectors = mapping.selectors

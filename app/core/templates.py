@@ -72,6 +72,8 @@ class DeviceRequest(NamedTuple):
     # The driver's opaque parameters for this request (canonical JSON), "" for none: a
     # hashable string, so that requests stay cache keys.
     config: str = ""
+    # What each device gives of a capacity several claims share (KEP-5075), name -> quantity.
+    capacity: tuple[tuple[str, str], ...] = ()
 
     @property
     def template_name(self) -> str:
@@ -91,6 +93,8 @@ def _template(req: DeviceRequest) -> Obj:
     }
     if req.selectors:
         exactly["selectors"] = [{"cel": {"expression": s}} for s in req.selectors]
+    if req.capacity:
+        exactly["capacity"] = {"requests": dict(req.capacity)}
     devices: Obj = {"requests": [{"name": req.name, "exactly": exactly}]}
     if req.config:
         devices["config"] = [
@@ -146,9 +150,25 @@ def describe_template(template: Any) -> str:
     claim_spec = spec.get("spec") if isinstance(spec, dict) else None
     requests = dra_requests(claim_spec)
     shared = _strategies(claim_spec) if isinstance(claim_spec, dict) else {}
+    taken = _capacities(claim_spec) if isinstance(claim_spec, dict) else {}
     return "; ".join(
         f"{r.devices or 'all'} x {r.device_class}"
         + (f" where {' && '.join(r.selectors)}" if r.selectors else "")
         + (f", shared by {shared[r.name]}" if r.name in shared else "")
+        + (f", taking {taken[r.name]} of each" if r.name in taken else "")
         for r in requests
     )
+
+
+def _capacities(claim_spec: Obj) -> dict[str, str]:
+    """request name -> the consumable capacity its `exactly` takes of each device."""
+    devices = claim_spec.get("devices")
+    requests = devices.get("requests") if isinstance(devices, dict) else None
+    found = {}
+    for req in requests if isinstance(requests, list) else ():
+        exactly = req.get("exactly") if isinstance(req, dict) else None
+        capacity = exactly.get("capacity") if isinstance(exactly, dict) else None
+        amounts = capacity.get("requests") if isinstance(capacity, dict) else None
+        if isinstance(amounts, dict) and amounts:
+            found[str(req.get("name"))] = ", ".join(f"{k} {v}" for k, v in amounts.items())
+    return found

@@ -7,10 +7,10 @@ with the input and names the subtrees it replaced, so a patch for only those can
 from __future__ import annotations
 
 import json
-from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, NamedTuple
 
+from app.core import consumable
 from app.core.catalog import Catalog
 from app.core.failclosed import (
     DeviceFilter,
@@ -26,6 +26,7 @@ from app.core.gfd import (
     select_devices,
     shared_terms,
 )
+from app.core.initclaims import Claim, Legacy, Shape, cover, more_devices
 from app.core.intree import defer_reason
 from app.core.kube import Obj
 from app.core.names import claim_name, request_name
@@ -54,6 +55,9 @@ class Translation(NamedTuple):
     in_tree: str = ""  # why the pod is left to the in-tree extended-resource path, if it is
     # (legacy resource, DeviceClass) of each claim it adds: what a GPU quota must also limit
     uses: tuple[tuple[str, str], ...] = ()
+    # legacy resources that become consumable capacity (HAMi's nvidia.com/gpumem): no quota
+    # counts them on the DRA side
+    capacities: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -61,46 +65,6 @@ class Translation(NamedTuple):
 
 
 # ---- writing claims ----------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Claim:
-    name: str
-    template: Obj  # the ResourceClaimTemplate it is made from
-    resource: str  # the legacy resource it stands for
-    device_class: str
-    devices: int
-
-    @property
-    def template_name(self) -> str:
-        return self.template["metadata"]["name"]  # type: ignore[no-any-return]
-
-
-# What an init container can reuse of an app container's claims: the same resource (the device
-# plugin hands devices on within one resource only), DeviceClass, selectors and config.
-Shape = tuple[str, str, tuple[str, ...], str]
-
-
-def _cover(need: int, by_count: dict[int, list[_Claim]], exclude: list[str]) -> list[_Claim] | None:
-    """App claims an init container can reuse for `need` devices: the smallest single claim
-    that covers it (the first of its count), else the largest ones until they do; None if all
-    of them fall short. `by_count` holds the app claims of one shape by count, in pod order:
-    at most 32 counts, so a pod with thousands of containers costs no more per container."""
-    for count in sorted(c for c in by_count if c >= need):
-        for claim in by_count[count]:
-            if claim.name not in exclude:
-                return [claim]
-    chosen: list[_Claim] = []
-    total = 0
-    for count in sorted(by_count, reverse=True):
-        for claim in by_count[count]:
-            if claim.name in exclude:
-                continue
-            chosen.append(claim)
-            total += count
-            if total >= need:
-                return chosen
-    return None
 
 
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
@@ -135,43 +99,6 @@ def _claim_names_in_use(spec: Obj, pod_claims: list[Any]) -> set[str]:
 
 def _unchanged(spec: Obj, warnings: list[Finding]) -> Translation:
     return Translation(spec, (), tuple(dict.fromkeys(warnings)), ())
-
-
-Legacy = dict[tuple[str, int], tuple[Obj, list[LegacyRequest]]]
-
-
-def _more_devices(
-    legacy: Legacy, claims: list[_Claim], own_init: dict[str, list[str]]
-) -> list[Finding]:
-    """A warning per resource of which the claims hold more devices than the device plugin
-    gave the same containers: an init container whose devices no app container could
-    inherit. An init container that is alone in asking (a model download step, say) costs
-    nothing more: the device plugin reserved its devices for the whole pod too."""
-    running: Counter[str] = Counter()
-    init: Counter[str] = Counter()
-    for (field, _), (container, found) in legacy.items():
-        for lg in found:
-            if is_regular_init(field, container):
-                init[lg.resource] = max(init[lg.resource], lg.devices)
-            else:
-                running[lg.resource] += lg.devices
-    claimed: Counter[str] = Counter()
-    for claim in claims:
-        claimed[claim.resource] += claim.devices
-    said = []
-    for resource, names in own_init.items():
-        before = max(running[resource], init[resource])
-        if claimed[resource] > before:
-            said.append(
-                Finding(
-                    Code.MORE_DEVICES,
-                    names=", ".join(map(repr, names)),
-                    resource=resource,
-                    claimed=claimed[resource],
-                    before=before,
-                )
-            )
-    return said
 
 
 def translate(spec: Obj, policy: Policy, catalog: Catalog, annotations: Any = None) -> Translation:
@@ -215,6 +142,9 @@ def _asked(spec: Obj, policy: Policy, warnings: list[Finding]) -> _Asked:
     left = False
     for field, index, container in containers(spec):
         found = legacy_requests(field, container, policy, warnings, unmapped)
+        if found:
+            who = container_label(field, container)
+            found = consumable.with_memory(who, container, found, unmapped, warnings)
         if found is None:
             left = True
         elif not found:
@@ -288,9 +218,13 @@ def _plan(
         warnings.append(Finding(Code.HAMI_NOT_WHOLE, resources=", ".join(others)))
         return None
     shared = shared_terms(spec) if used else []
-    if refused := sorted({lg.resource for lg in used if shared and not lg.mapping.sharing}):
+    keeps = [lg for lg in used if lg.mapping.sharing or lg.mapping.takes_shares]
+    if refused := sorted({lg.resource for lg in used if shared and lg not in keeps}):
         labels, resources = ", ".join(shared), ", ".join(refused)
         warnings.append(Finding(Code.SHARED_NODES, labels=labels, resources=resources))
+        return None
+    if cannot := consumable.problems(used, bool(shared), catalog):
+        warnings.extend(cannot)
         return None
     if missing := sorted({lg.mapping.device_class for lg in used} - catalog.classes.keys()):
         warnings.append(Finding(Code.NO_DEVICE_CLASS, classes=", ".join(missing)))
@@ -320,7 +254,7 @@ def _plan(
     # for a single-strategy nvidia.com/gpu, the driver's sharing config, and the selectors
     # of HAMi's annotations (it reads no annotation).
     adds = any(selection.selectors.values()) or single is not None or bool(shared)
-    adds = adds or bool(hami.selectors) or any(lg.shared for lg in used)
+    adds = adds or bool(hami.selectors) or any(lg.shared or lg.memory for lg in used)
     if native := defer_reason(found, adds, catalog):
         return native
     return _Plan(legacy, used, selection, hami.selectors, bool(shared))
@@ -336,24 +270,29 @@ def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findi
         if _whole(lg):
             node += plan.hami
         config = ""
-        if plan.shared or lg.shared:
+        if (plan.shared or lg.shared) and lg.mapping.sharing:
             kind = "MigDeviceConfig" if lg.mapping.node_labels == "mig" else "GpuConfig"
             config = sharing_config(kind, lg.mapping.sharing)
+        taken = consumable.capacity(lg, plan.shared)
         return DeviceRequest(
             request_name(lg.resource),
             lg.mapping.device_class,
             lg.devices,
-            lg.selectors + node,
+            lg.selectors + node + taken.selectors,
             config,
+            taken.requests,
         )
 
-    if sharing := sorted({lg.mapping.sharing for lg in plan.used if plan.shared or lg.shared}):
+    shared = [lg for lg in plan.used if (plan.shared or lg.shared) and lg.mapping.sharing]
+    if sharing := sorted({lg.mapping.sharing for lg in shared}):
         warnings.append(_sharing_note(sharing))
+    if note := consumable.note(plan.used, plan.shared):
+        warnings.append(note)
 
     taken = _claim_names_in_use(spec, pod_claims)
     salts: dict[str, int] = {}
-    new_claims: list[_Claim] = []
-    app_claims: dict[Shape, dict[int, list[_Claim]]] = {}
+    new_claims: list[Claim] = []
+    app_claims: dict[Shape, dict[int, list[Claim]]] = {}
     claims_of: dict[tuple[str, int], list[str]] = {}
     own_init: dict[str, list[str]] = {}  # resource -> init containers with claims of their own
     for (field, index), (container, found) in legacy.items():
@@ -362,15 +301,15 @@ def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findi
             if not lg.devices:
                 continue
             req = device_request(lg)
-            shape = (lg.resource, req.device_class, req.selectors, req.config)
+            shape = (lg.resource, req.device_class, req.selectors, req.config, req.capacity)
             if is_regular_init(field, container):
                 # `names`: each device of the container counts once
-                if (cover := _cover(req.devices, app_claims.get(shape, {}), names)) is not None:
-                    names.extend(c.name for c in cover)
+                if (reused := cover(req.devices, app_claims.get(shape, {}), names)) is not None:
+                    names.extend(c.name for c in reused)
                     continue
                 own_init.setdefault(lg.resource, []).append(str(container.get("name")))
             name = claim_name(str(container.get("name")), req.name, taken, salts)
-            claim = _Claim(name, req.template(), lg.resource, req.device_class, req.devices)
+            claim = Claim(name, req.template(), lg.resource, req.device_class, req.devices)
             taken.add(claim.name)
             new_claims.append(claim)
             if field == "containers":
@@ -381,7 +320,7 @@ def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findi
             warnings.append(Finding(Code.VISIBLE_DEVICES, who=who))
 
     if own_init:
-        warnings.extend(_more_devices(legacy, new_claims, own_init))
+        warnings.extend(more_devices(legacy, new_claims, own_init))
 
     new_spec = dict(spec)
     touched: list[Path] = []
@@ -413,6 +352,7 @@ def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findi
         tuple(dict.fromkeys(warnings)),
         tuple(touched),
         uses=tuple(sorted({(c.resource, c.device_class) for c in new_claims})),
+        capacities=consumable.capacities(plan.used),
     )
 
 
@@ -456,6 +396,7 @@ def _sharing_note(sharings: list[str]) -> Finding:
 def _rewrite(container: Obj, found: list[LegacyRequest], claims: list[str]) -> Obj:
     """The container without its legacy resources and with `claims` added."""
     gone = {lg.resource for lg in found}
+    gone |= {lg.mapping.consumable.memory for lg in found if lg.memory and lg.mapping.consumable}
     resources = dict(container["resources"])
     for key in ("limits", "requests"):
         amounts = resources.get(key)

@@ -17,7 +17,14 @@ from collections.abc import Iterable
 import yaml
 
 from app.core.policy import Policy, load_policy
-from app.core.quota import Quota, is_mirror, legacy_use, mirror
+from app.core.quota import (
+    Quota,
+    capacity_resources,
+    is_mirror,
+    legacy_resource,
+    legacy_use,
+    mirror,
+)
 from app.troubleshoot.client import Reader, ReadError, connect, namespaced
 from app.troubleshoot.registrations import cluster_policy
 
@@ -33,11 +40,13 @@ def render(quotas: Iterable[tuple[str, Quota]], policy: Policy) -> str:
     for namespace, quota in quotas:
         by_namespace[namespace].append(quota)
     docs = []
+    capacities = capacity_resources(policy)
     for namespace in sorted(by_namespace):
         found = by_namespace[namespace]
         for quota in sorted(found, key=lambda q: q.name):
             if is_mirror(quota):
                 continue
+            docs.extend(_unmirrored(namespace, quota, capacities))
             # A class another quota limits is left alone; gpu2dra's own are printed again.
             others = {k for o in found if o is not quota and not is_mirror(o) for k in o.hard}
             made = mirror(namespace, quota, policy, others)
@@ -52,6 +61,17 @@ def render(quotas: Iterable[tuple[str, Quota]], policy: Policy) -> str:
     if not docs:
         return HEADER + "# no legacy GPU quota to mirror: nothing to apply\n"
     return HEADER + "".join(f"---\n{d}" for d in docs)
+
+
+def _unmirrored(namespace: str, quota: Quota, capacities: frozenset[str]) -> list[str]:
+    """A comment for each key that limits a resource gpu2dra turns into consumable capacity:
+    no DRA-side quota counts capacity, so pods asking for it stay under this one."""
+    keys = sorted(k for k in quota.hard if legacy_resource(k) in capacities)
+    return [
+        f"# {namespace}/{quota.name} limits {k}: {quota.hard[k]}; no DRA-side quota counts "
+        "consumable capacity, so pods that ask for it stay on the device plugin under it\n"
+        for k in keys
+    ]
 
 
 def read_cluster(reader: Reader, namespace: str | None) -> list[tuple[str, Quota]]:

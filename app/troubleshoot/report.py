@@ -20,7 +20,7 @@ from functools import partial
 import orjson
 from kubernetes import config
 
-from app.core.catalog import Catalog
+from app.core.catalog import Catalog, sharing_of, slice_sharing
 from app.core.kube import Obj
 from app.core.outcomes import Code, codes
 from app.core.policy import MODE_LABEL, Policy
@@ -76,6 +76,9 @@ class Workload:
     # The priority class of its pods when it can preempt: under DRA it could not, so gpu2dra
     # leaves such pods on the device plugin unless the policy says preemptingPods: translate.
     preempts: str = ""
+    # Left only because no driver publishes the shared devices it would take: it moves once
+    # the cluster shares (consumable capacity; `doctor`'s sharing check says what to set).
+    once_shared: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,12 @@ def workload_of(
     result = translate_documents([obj], policy, catalog, namespace, "enabled")
     found = [n.text for n in result.notes if n.text.code not in NOT_WARNINGS]
     native = all(catalog.serving_extended_resource(r) for r in gpus)
+    once_shared = False
+    if Code.NOT_SHARING in codes(found):
+        everywhere = replace(catalog, sharing=None)  # as if every driver shared every capacity
+        once_shared = bool(
+            translate_documents([obj], policy, everywhere, namespace, "enabled").templates
+        )
     return Workload(
         namespace=namespace,
         kind=kind,
@@ -137,6 +146,7 @@ def workload_of(
         path="in-tree" if native else "device plugin",
         translates=bool(result.templates),
         preempts=preempts,
+        once_shared=once_shared,
     )
 
 
@@ -254,6 +264,14 @@ def render_table(report: Report) -> str:
     if not rows:
         partly = " in what could be read" if report.unreadable else ""
         lines = [f"no workload asks for legacy GPU resources{partly}"]
+    shared = [w for n in report.namespaces for w in n.workloads if w.once_shared]
+    if shared:
+        lines.append("")
+        lines.append(
+            f"{len(shared)} workload(s) would move once the cluster shares devices (DRA "
+            "consumable capacity: gpu2dra doctor, check sharing): "
+            + ", ".join(f"{w.namespace}/{w.kind}/{w.name}" for w in shared)
+        )
     lines += _rollout_lines(report)
     return "\n".join(lines) + "\n"
 
@@ -350,6 +368,11 @@ def gather(
         catalog = Catalog.of(policy.device_classes)
     else:
         catalog = Catalog.from_objects(classes)
+    slices = attempt(partial(reader.items, f"{RESOURCE}/resourceslices"))
+    if isinstance(slices, ReadError):
+        unreadable.append(f"resourceslices ({slices}): every driver is taken to share devices")
+    else:
+        catalog = replace(catalog, sharing=sharing_of(slice_sharing(s) for s in slices))
     custom = attempt(partial(_custom_kinds, reader))
     if isinstance(custom, ReadError):
         unreadable.append(f"custom resources ({custom})")

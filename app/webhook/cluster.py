@@ -7,11 +7,13 @@ happens only when the cache does not have it yet, and is bounded by a deadline.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import orjson
@@ -19,7 +21,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from app.core import kueue
-from app.core.catalog import Catalog
+from app.core.catalog import Catalog, Sharing, sharing_of, slice_sharing
 from app.core.kube import Obj
 from app.core.kueue import Kueue
 from app.core.policy import Policy
@@ -74,7 +76,8 @@ class LiveCluster:
         self._core = client.CoreV1Api(api)
         self._resource = client.ResourceV1Api(api)
         self._metrics, self._timeout = metrics, timeout
-        self._catalog = Catalog.of(())
+        self._catalog = Catalog(MappingProxyType({}), sharing={})
+        self._catalog_lock = threading.Lock()
         self._inflight: dict[tuple[str, str], asyncio.Future[None]] = {}
         self.namespaces: Store[str, Mapping[str, str]] = Store(
             "namespaces",
@@ -92,6 +95,17 @@ class LiveCluster:
             metrics,
             timeout,
             on_change=self._refresh_catalog,
+        )
+        # Of each ResourceSlice only its driver and the capacities of its shared devices: which
+        # drivers publish devices several claims share (consumable capacity), for the catalog.
+        self.slices: Store[str, Sharing] = Store(
+            "resourceslices",
+            self._resource.list_resource_slice,
+            _name,
+            slice_sharing,
+            metrics,
+            timeout,
+            on_change=self._refresh_sharing,
         )
         self.templates: Store[tuple[str, str], Cached] = Store(
             "resourceclaimtemplates",
@@ -145,6 +159,7 @@ class LiveCluster:
         return (
             self.namespaces,
             self.device_classes,
+            self.slices,
             self.templates,
             self.quotas,
             self.kueue_config,
@@ -174,7 +189,17 @@ class LiveCluster:
         return all(store.synced.is_set() for store in self.stores)
 
     def _refresh_catalog(self) -> None:
-        self._catalog = Catalog.from_objects(list(self.device_classes.items.values()))
+        found = Catalog.from_objects(list(self.device_classes.items.values()))
+        with self._catalog_lock:  # the two watches' threads each replace a part of it
+            self._catalog = dataclasses.replace(found, sharing=self._catalog.sharing or {})
+
+    def _refresh_sharing(self) -> None:
+        # A slice changes often (a driver republishes it); the catalog, and with it every
+        # memoised translation, changes only when what the cluster shares does.
+        sharing = sharing_of(list(self.slices.items.values()))
+        with self._catalog_lock:
+            if sharing != self._catalog.sharing:
+                self._catalog = dataclasses.replace(self._catalog, sharing=sharing)
 
     @property
     def catalog(self) -> Catalog:

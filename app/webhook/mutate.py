@@ -68,6 +68,7 @@ class Outcome(NamedTuple):
     # the patch without the record, for a pod whose annotations have no room for it
     unrecorded: Callable[[], str] = str
     codes: tuple[Code, ...] = ()  # of the warnings: what metrics count
+    capacities: tuple[str, ...] = ()  # legacy resources the patch makes consumable capacity
     selects: bool = False  # a template's request has CEL selectors
 
 
@@ -108,7 +109,9 @@ class Mutator:
             return allow(outcome.warnings, outcome.codes)
         # After the memo: the shape's translation is the same everywhere, its quotas are not.
         quotas = cluster.namespace_quotas(namespace)
-        if quotas and (lifted := unguarded(outcome.uses, quotas, cluster.catalog)):
+        if quotas and (
+            lifted := unguarded(outcome.uses, quotas, cluster.catalog, outcome.capacities)
+        ):
             return self.kept_under_quota(mode, quota_warning(namespace, lifted))
         if cluster.kueue is not None and queued(metadata):
             then = KUEUE_THEN[self.policy.kueue_pods]
@@ -170,6 +173,7 @@ class Mutator:
             unrecorded=functools.cache(lambda: encode_patch(ops)),
             codes=codes(t.warnings),
             selects=selecting(t.templates),
+            capacities=t.capacities,
         )
 
     @staticmethod

@@ -43,6 +43,7 @@ EVERY_CHECK = (
     "deviceclasses",
     "resourceslices",
     "coexistence",
+    "sharing",
     "webhooks",
     "webhook-tls",
     "webhook-service",

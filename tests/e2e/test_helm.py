@@ -228,6 +228,7 @@ def test_service_account_can_do_exactly_what_rbac_grants(
         client.CoreV1Api(sa).list_namespace()
         client.CoreV1Api(sa).list_resource_quota_for_all_namespaces()
         resource.list_device_class()
+        resource.list_resource_slice()  # which drivers share devices (consumable capacity)
         # Kueue's objects by name, as the caches watch them; no other ConfigMap.
         named = "metadata.name=kueue-manager-config"
         client.CoreV1Api(sa).list_namespaced_config_map("kueue-system", field_selector=named)
@@ -266,7 +267,7 @@ def test_service_account_can_do_exactly_what_rbac_grants(
             lambda: resource.delete_namespaced_resource_claim_template("rbac-check", namespace),
             lambda: resource.list_namespaced_resource_claim(namespace),
             lambda: resource.delete_device_class("gpu.nvidia.com"),
-            lambda: resource.list_resource_slice(),
+            lambda: resource.delete_collection_resource_slice(),
         ]
         for call in forbidden:
             with pytest.raises(ApiException) as err:

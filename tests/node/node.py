@@ -151,6 +151,7 @@ class RealNode:
         api: Any,
         start_timeout: float = 120.0,
         pod_network: bool = False,
+        consumable_shares: str = "",
     ) -> None:
         """`pod_network`: pods reach the host and the API server, as the chart's webhook
         pods must (the host routes to pod IPs through the bridge, pods route through it, and
@@ -166,6 +167,8 @@ class RealNode:
         self._relay: Relay | None = None
         self._ip_forward = ""
         self._service_ip_added = False
+        # The plugin's --consumable-shares: its devices shared as the NVIDIA driver shares them.
+        self.consumable_shares = consumable_shares
         self.ip = ""
         self.log_dir = work_dir / "logs"
         self.cdi_dir = work_dir / "cdi"
@@ -380,9 +383,13 @@ state = "{d / "state"}"
                 f"--cdi-dir={self.cdi_dir}",
                 f"--registrar-dir={self.kubelet_root / 'plugins_registry'}",
                 f"--plugin-dir={self.kubelet_root / 'plugins' / DRIVER}",
+                *self._sharing_flags(),
                 "--v=4",
             ],
         )
+
+    def _sharing_flags(self) -> list[str]:
+        return [f"--consumable-shares={self.consumable_shares}"] if self.consumable_shares else []
 
     def _wait_ready(self) -> None:
         from kubernetes import client

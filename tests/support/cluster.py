@@ -236,6 +236,40 @@ def gpu_devices(
     return devices
 
 
+def consumable_shares(devices: Sequence[Obj], option: str) -> list[Obj]:
+    """The devices as the NVIDIA driver publishes them with `--consumable-shares=<option>`
+    (cmd/gpu-kubelet-plugin/consumable_shares.go): each allows multiple allocations; with
+    a memory capacity, `memory` becomes consumable in 1Mi steps (default 0, or the whole GPU
+    for `memory`), and a number N adds `shares` N (default 1, from 1 to N in steps of 1)."""
+    out = []
+    for device in devices:
+        device = {**device, "allowMultipleAllocations": True}
+        capacity = dict(device.get("capacity") or {})
+        if "memory" in capacity:
+            mib = int(capacity["memory"]["value"]) // 2**20
+            whole = f"{mib}Mi"
+            default = whole if option == "memory" else "0"
+            low = "1Mi" if option == "memory" else "0"
+            capacity["memory"] = {
+                "value": whole,
+                "requestPolicy": {
+                    "default": default,
+                    "validRange": {"min": low, "max": whole, "step": "1Mi"},
+                },
+            }
+            if option.isdigit():
+                capacity["shares"] = {
+                    "value": option,
+                    "requestPolicy": {
+                        "default": "1",
+                        "validRange": {"min": "1", "max": option, "step": "1"},
+                    },
+                }
+        device["capacity"] = capacity
+        out.append(device)
+    return out
+
+
 def gpu_resource_slice(
     node_name: str,
     devices: Sequence[Obj],
@@ -275,10 +309,17 @@ def create_gpu_node(
     gpus: int = 1,
     mig: Mapping[int, Sequence[str]] | None = None,
     labels: Mapping[str, str] | None = None,
+    consumable: str | None = None,
+    extended: Mapping[str, str] | None = None,
 ) -> tuple[Obj, Obj]:
-    """A Ready Node plus its gpu.nvidia.com ResourceSlice; returns (node, slice)."""
-    node = create_node(api, name, labels=labels)
-    body = gpu_resource_slice(name, gpu_devices(name, product, gpus, mig), owner=node)
+    """A Ready Node plus its gpu.nvidia.com ResourceSlice; returns (node, slice). With
+    `consumable`, its devices are shared as the driver's --consumable-shares=<consumable>
+    shares them; `extended`: what the device plugin advertises there too."""
+    node = create_node(api, name, labels=labels, extended=extended)
+    devices = gpu_devices(name, product, gpus, mig)
+    if consumable is not None:
+        devices = consumable_shares(devices, consumable)
+    body = gpu_resource_slice(name, devices, owner=node)
     return node, _create_cluster_object(api, "resourceslices", body)
 
 

@@ -183,6 +183,18 @@ MAPPING_FIELDS = {
         "would become exclusive); a strategy translates them with the driver's opaque "
         "`GpuConfig` (`MigDeviceConfig` for MIG) in the template.",
     ),
+    "consumable": (
+        "`{shares, memory, driver}`",
+        "unset",
+        "Pods that select GPUs the device plugin shares keep sharing them with other pods, "
+        "as DRA consumable capacity (KEP-5075), where the cluster's ResourceSlices publish "
+        "devices with `allowMultipleAllocations` and that capacity: `shares` (default 1; "
+        "`none`) is the capacity `shares` one device-plugin replica takes (set the driver's "
+        "`--consumable-shares` to the device plugin's `replicas`), `memory` (default `none`) "
+        "a resource such as HAMi's `nvidia.com/gpumem` (MiB) that becomes capacity `memory`, "
+        "`driver` (default `gpu.nvidia.com`) the capacities' domain. Whole-GPU mappings "
+        "only, not with `sharing`. See [Sharing](../concepts/sharing.md).",
+    ),
 }
 # Example values, one per mapping field: the docs test parses each.
 MAPPING_EXAMPLES: dict[str, Any] = {
@@ -191,6 +203,7 @@ MAPPING_EXAMPLES: dict[str, Any] = {
     "nodeLabels": "none",
     "inTree": "translate",
     "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}},
+    "consumable": {"shares": 1, "memory": "nvidia.com/gpumem"},
 }
 
 
@@ -337,6 +350,16 @@ def policy_reference() -> str:
         out += [
             "",
             "The `sharing` map, as the schema gives it (the driver's `GpuSharing`):",
+            "",
+            "| field | the chart's schema |",
+            "| --- | --- |",
+            *rows,
+        ]
+    rows = list(_nested(mapping.get("consumable"), "mappings.<resource>.consumable"))
+    if rows:
+        out += [
+            "",
+            "The `consumable` map, as the schema gives it:",
             "",
             "| field | the chart's schema |",
             "| --- | --- |",

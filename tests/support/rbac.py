@@ -10,6 +10,8 @@ GRANTED = {
     ("", "resourcequotas", "watch"),
     ("resource.k8s.io", "deviceclasses", "list"),
     ("resource.k8s.io", "deviceclasses", "watch"),
+    ("resource.k8s.io", "resourceslices", "list"),
+    ("resource.k8s.io", "resourceslices", "watch"),
     ("resource.k8s.io", "resourceclaimtemplates", "get"),
     ("resource.k8s.io", "resourceclaimtemplates", "list"),
     ("resource.k8s.io", "resourceclaimtemplates", "watch"),

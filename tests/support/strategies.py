@@ -3,6 +3,7 @@ setups, JSON values."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import yaml
@@ -381,6 +382,18 @@ _SHARING = _policy(
         },
     }
 )
+# Shared GPUs and HAMi's memory onto devices several claims share (consumable capacity).
+_CONSUMABLE = _policy(
+    mappings={
+        "nvidia.com/gpu": {
+            "deviceClassName": "gpu.nvidia.com",
+            "consumable": {"shares": 1, "memory": "nvidia.com/gpumem"},
+        },
+        "nvidia.com/gpu.shared": {"deviceClassName": "gpu.nvidia.com", "consumable": {}},
+    }
+)
+_EVERY_DRIVER_SHARES = replace(Catalog.of(_CONSUMABLE.device_classes), sharing=None)
+_NO_DRIVER_SHARES = replace(Catalog.of(_CONSUMABLE.device_classes), sharing={})
 # Any MIG slice will do: every MIG resource has the same shape (class, selectors).
 ANY_SLICE = _policy(mappings={"nvidia.com/mig-*": {"deviceClassName": "mig.nvidia.com"}})
 _SERVED = Catalog.from_objects(
@@ -403,6 +416,8 @@ setups: st.SearchStrategy[tuple[Policy, Catalog]] = st.sampled_from(
         (ANY_SLICE, Catalog.of(ANY_SLICE.device_classes)),
         (DEFAULT_POLICY, Catalog.of(["gpu.nvidia.com"])),
         (DEFAULT_POLICY, _SERVED),
+        (_CONSUMABLE, _EVERY_DRIVER_SHARES),
+        (_CONSUMABLE, _NO_DRIVER_SHARES),
     ]
 )
 

@@ -26,6 +26,7 @@ from app.troubleshoot.checks.namespaces import check_namespaces
 from app.troubleshoot.checks.paths import check_paths
 from app.troubleshoot.checks.preemption import check_preemption
 from app.troubleshoot.checks.quota import check_quota
+from app.troubleshoot.checks.sharing import check_sharing
 from app.troubleshoot.checks.webhooks import check_endpoints, check_registration, check_tls
 
 CHECKS: tuple[Callable[[Facts, Policy], Check], ...] = (
@@ -33,6 +34,7 @@ CHECKS: tuple[Callable[[Facts, Policy], Check], ...] = (
     lambda f, p: check_device_classes(f.device_classes, p),
     lambda f, p: check_slices(f.slices, f.device_classes, p),
     lambda f, p: check_coexistence(f.nodes, f.slices, f.device_classes, p),
+    lambda f, p: check_sharing(f.slices, p),
     lambda f, p: check_registration(f.registrations),
     lambda f, p: check_tls(f.registrations, f.tls),
     lambda f, p: check_endpoints(f.registrations, f.ready_endpoints, f.tls),

@@ -63,22 +63,26 @@ func main() {
 		cdiDir       = flag.String("cdi-dir", "/var/run/cdi", "where the container runtime reads CDI specs")
 		registrarDir = flag.String("registrar-dir", kubeletplugin.KubeletRegistryDir, "the kubelet's plugin registration directory")
 		pluginDir    = flag.String("plugin-dir", "", "the directory for the plugin's socket (default <kubelet plugins dir>/gpu.nvidia.com)")
+		shares       = flag.String("consumable-shares", "", "share the devices as the NVIDIA driver does: a number of shares, memory or unlimited")
 	)
 	klog.InitFlags(nil)
 	flag.Parse()
-	if err := run(*kubeconfig, *nodeName, *inventory, *cdiDir, *registrarDir, *pluginDir); err != nil {
+	if err := run(*kubeconfig, *nodeName, *inventory, *cdiDir, *registrarDir, *pluginDir, *shares); err != nil {
 		klog.ErrorS(err, "gpu-kubelet-plugin failed")
 		klog.Flush()
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, nodeName, inventory, cdiDir, registrarDir, pluginDir string) error {
+func run(kubeconfig, nodeName, inventory, cdiDir, registrarDir, pluginDir, shares string) error {
 	if nodeName == "" || inventory == "" {
 		return errors.New("--node-name and --devices are required")
 	}
 	devices, err := readInventory(inventory)
 	if err != nil {
+		return err
+	}
+	if devices, err = consumableShares(devices, shares); err != nil {
 		return err
 	}
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)

@@ -231,3 +231,22 @@ def test_patch_touches_only_what_changed(policy: Policy) -> None:
     assert t.templates[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] == [
         {"cel": {"expression": PRODUCT_A100}}
     ]
+
+
+def test_a_shared_pods_reapply_is_patched_back() -> None:
+    """HAMi's gpumem goes with the GPU into a claim on a shared device, and comes back on a
+    re-apply: both are patched away again."""
+    from app.core.policy import parse_policy
+
+    consumable = {"shares": 1, "memory": "nvidia.com/gpumem"}
+    mapping = {"deviceClassName": "gpu.nvidia.com", "consumable": consumable}
+    mutate = Mutator(parse_policy({"mappings": {"nvidia.com/gpu": mapping}}))
+    manifest = copy.deepcopy(MANIFEST)
+    manifest["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "Tesla-T4-SHARED"}
+    manifest["spec"]["containers"] = [
+        container("c", {**gpu(1), "nvidia.com/gpumem": 3000, "cpu": "1"})
+    ]
+    live = created(mutate, manifest)
+    assert live["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "1"}
+    sent = merge(live, manifest)
+    assert update(mutate, live, sent) == live

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.core.catalog import Catalog
-from app.core.policy import Policy, load_policy
+from app.core.policy import Policy, load_policy, parse_policy
 from app.core.quota import Quota, mirror, namespace_uses, unguarded
 from app.core.resources import legacy_devices
 from app.core.translate import translate
@@ -290,3 +290,55 @@ def test_mirror_notes_a_count_it_cannot_read(policy: Policy) -> None:
         found.notes[0]
         == "requests.nvidia.com/gpu: '1500m' is not a whole number of devices; left out"
     )
+
+
+# ---- shared devices (consumable capacity) ---------------------------------------------------
+
+GPUMEM = "nvidia.com/gpumem"
+SHARING = parse_policy(
+    {
+        "mappings": {
+            GPU: {
+                "deviceClassName": "gpu.nvidia.com",
+                "inTree": "translate",
+                "consumable": {"shares": 1, "memory": GPUMEM},
+            }
+        }
+    }
+)
+SHARED_NODE = {"nvidia.com/gpu.product": "Tesla-T4-SHARED"}
+
+
+def test_a_resource_that_becomes_capacity_is_lifted_by_any_legacy_quota_on_it() -> None:
+    found = quotas(f"requests.{GPUMEM}", f"requests.{GPU}", GPU_DEVICES)
+    (lifted,) = unguarded([(GPU, "gpu.nvidia.com")], found, PLAIN, [GPUMEM])
+    assert (lifted.resource, lifted.device_class) == (GPUMEM, "")
+    assert unguarded([(GPU, "gpu.nvidia.com")], found, PLAIN) == ()
+    assert unguarded([], quotas("requests.cpu"), PLAIN, [GPUMEM]) == ()
+
+
+def test_a_time_sliced_pod_counts_one_device_as_it_counted_one_replica() -> None:
+    spec = {"nodeSelector": SHARED_NODE, "containers": [container("c", gpu(1))]}
+    t = translate(spec, SHARING, PLAIN)
+    assert t.uses == ((GPU, "gpu.nvidia.com"),) and t.capacities == ()
+    assert legacy_devices(spec, SHARING) == {GPU: 1}
+    (template,) = t.templates
+    (req,) = template["spec"]["spec"]["devices"]["requests"]
+    assert req["exactly"]["count"] == 1, "counted under gpu.nvidia.com's devices as 1"
+    guarded = cluster("enabled", *quotas(f"requests.{GPU}", GPU_DEVICES))
+    response = run(Mutator(SHARING)(request(pod(spec)), guarded))
+    assert "patch" in response and response["warnings"] == list(t.warnings)
+    unguarded_ns = cluster("enabled", *quotas(f"requests.{GPU}"))
+    assert "patch" not in run(Mutator(SHARING)(request(pod(spec)), unguarded_ns))
+
+
+def test_a_memory_fraction_under_a_memory_quota_stays_on_the_device_plugin() -> None:
+    spec = {"containers": [container("c", {**gpu(1), GPUMEM: 4000})]}
+    assert translate(spec, SHARING, PLAIN).capacities == (GPUMEM,)
+    fake = cluster("enabled", *quotas(f"requests.{GPUMEM}", GPU_DEVICES, name="mem"))
+    verdict = Mutator(SHARING)(request(pod(spec)), fake)
+    assert isinstance(verdict, Verdict) and verdict.result == "quota"
+    (warning,) = run(verdict)["warnings"]
+    assert "limits requests.nvidia.com/gpumem, which becomes DRA consumable capacity" in warning
+    free = cluster("enabled", *quotas(f"requests.{GPU}", GPU_DEVICES))
+    assert "patch" in run(Mutator(SHARING)(request(pod(spec)), free))

@@ -102,6 +102,38 @@ def test_no_document_asking_for_gpus_is_passed_over_silently(
             assert record["outcome"] != "untouched", record["document"]
 
 
+# The shared cases: what the default policy leaves, a `consumable` mapping moves where the
+# cluster shares (offline, the cluster is unknown and the mapping is followed).
+SHARED = {
+    "gpu-operator-plugin-test.yaml": ["translated"],
+    "gpu-operator-plugin-mps-test.yaml": ["translated"],
+    "hami-default-use.yaml": ["left"],  # nvidia.com/gpucores has no equivalent
+    "hami-dynamic-mig.yaml": ["left"],  # HAMi's annotations
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHARED))
+def test_shared_cases_move_with_a_consumable_mapping(name: str, catalog: Catalog) -> None:
+    from app.core.policy import parse_policy
+
+    consumable = {"shares": 1, "memory": "nvidia.com/gpumem"}
+    policy = parse_policy(
+        {
+            "mappings": {
+                "nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com", "consumable": consumable}
+            }
+        }
+    )
+    found = outcomes(CORPUS / name, policy, catalog)
+    assert [r["outcome"] for r in found] == SHARED[name]
+    if SHARED[name] == ["left"]:
+        assert not any(
+            "nvidia.com/gpumem:" in w or "asks for nvidia.com/gpumem," in w
+            for r in found
+            for w in r["warnings"]
+        ), "gpumem itself is covered"
+
+
 if __name__ == "__main__":
     policy = load_policy(None)
     catalog = Catalog.of(policy.device_classes)

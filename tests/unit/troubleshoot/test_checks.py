@@ -10,14 +10,20 @@ from typing import Any
 
 import pytest
 
-from app.core.policy import load_policy
+from app.core.policy import load_policy, parse_policy
 from app.troubleshoot.checks.check import NotServed, Reached
 from app.troubleshoot.checks.cluster import check_coexistence, check_device_classes, check_slices
 from app.troubleshoot.checks.paths import check_paths
+from app.troubleshoot.checks.sharing import check_sharing
 from app.troubleshoot.checks.webhooks import check_endpoints, check_registration, check_tls
 from app.troubleshoot.client import ReadError
 from app.troubleshoot.registrations import Endpoint, Registration
-from tests.support.cluster import device_class, gpu_devices, gpu_resource_slice
+from tests.support.cluster import (
+    consumable_shares,
+    device_class,
+    gpu_devices,
+    gpu_resource_slice,
+)
 
 POLICY = load_policy(None)
 CLASSES = [device_class("gpu.nvidia.com", "gpu"), device_class("mig.nvidia.com", "mig")]
@@ -232,3 +238,67 @@ def test_paths_say_how_they_were_found() -> None:
         "go in-tree); in-tree elsewhere (nvidia.com/mig-1g.5gb by mig-1g-5gb.nvidia.com: "
         "DeviceClass extendedResourceName)",
     )
+
+
+# ---- sharing --------------------------------------------------------------------------------
+
+
+def shared_slice(node_name: str, option: str) -> dict[str, Any]:
+    return gpu_resource_slice(node_name, consumable_shares(gpu_devices(node_name, gpus=2), option))
+
+
+def consumable(**fields: Any) -> Any:
+    mapping = {"deviceClassName": "gpu.nvidia.com", "consumable": fields}
+    return parse_policy({"mappings": {"nvidia.com/gpu": mapping}})
+
+
+@pytest.mark.parametrize(
+    ("published", "policy", "status", "says", "detail"),
+    [
+        (slices("a"), POLICY, "PASS", "no pool shares devices; no mapping moves", ""),
+        (
+            [shared_slice("a", "4")],
+            POLICY,
+            "PASS",
+            "1 pool(s) share devices; no mapping moves pods",
+            "gpu.nvidia.com pool a: 2 of 2 device(s) shared; gpu-0 offers memory 40960Mi "
+            "(default 0), shares 4 (default 1)",
+        ),
+        (
+            [shared_slice("a", "4"), *slices("b")],
+            consumable(shares=1),
+            "PASS",
+            "1 pool(s) share devices with what the consumable mappings take (nvidia.com/gpu)",
+            "gpu.nvidia.com pool a: 2 of 2",
+        ),
+        (
+            slices("a"),
+            consumable(shares=1),
+            "WARN",
+            "0 pool(s) share devices, not as the policy's consumable mappings need",
+            "nvidia.com/gpu: no device of driver gpu.nvidia.com is shared with a consumable "
+            "`shares`",
+        ),
+        (
+            [shared_slice("a", "memory")],
+            consumable(shares=1, memory="nvidia.com/gpumem"),
+            "WARN",
+            "1 pool(s) share devices, not as",
+            "consumable `shares`",
+        ),
+        (
+            [shared_slice("a", "memory")],
+            consumable(shares="none", memory="nvidia.com/gpumem"),
+            "PASS",
+            "with what the consumable mappings take",
+            "(default 40960Mi)",
+        ),
+        (FORBIDDEN, consumable(shares=1), "WARN", "cannot read", ""),
+    ],
+)
+def test_sharing(published: Any, policy: Any, status: str, says: str, detail: str) -> None:
+    check = check_sharing(published, policy)
+    assert (check.status, check.name) == (status, "sharing")
+    assert says in check.summary, check.summary
+    assert not detail or any(detail in d for d in check.details), check.details
+    assert (check.fix != "") == (status == "WARN")

@@ -83,3 +83,26 @@ def test_no_gpu_quota_prints_nothing_to_apply() -> None:
     out = render([("ml", Quota("cpu", {"requests.cpu": "4"}))], load_policy(None))
     assert [d for d in yaml.safe_load_all(out) if d] == []
     assert out.endswith("# no legacy GPU quota to mirror: nothing to apply\n")
+
+
+def test_a_quota_on_a_resource_that_becomes_capacity_is_named_not_mirrored() -> None:
+    from app.core.policy import parse_policy
+
+    policy = parse_policy(
+        {
+            "mappings": {
+                "nvidia.com/gpu": {
+                    "deviceClassName": "gpu.nvidia.com",
+                    "consumable": {"memory": "nvidia.com/gpumem"},
+                }
+            }
+        }
+    )
+    hard = {"requests.nvidia.com/gpu": "4", "requests.nvidia.com/gpumem": "40000"}
+    text = render([("ml", Quota("gpus", hard))], policy)
+    assert (
+        "# ml/gpus limits requests.nvidia.com/gpumem: 40000; no DRA-side quota counts "
+        "consumable capacity, so pods that ask for it stay on the device plugin under it"
+    ) in text
+    (quota,) = [d for d in yaml.safe_load_all(text) if d]
+    assert quota["spec"]["hard"] == {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "4"}

@@ -254,3 +254,34 @@ def test_pods_the_in_tree_path_serves_are_not_left_to_migrate() -> None:
     }
     assert report.rollout == ["mig"]
     assert not any(w.warnings for n in report.namespaces for w in n.workloads)
+
+
+def test_time_sliced_workloads_that_move_once_the_cluster_shares_are_counted() -> None:
+    from dataclasses import replace
+
+    from app.core.policy import parse_policy
+
+    policy = parse_policy(
+        {"mappings": {"nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com", "consumable": {}}}}
+    )
+    sliced = {"nvidia.com/gpu.product": "Tesla-T4-SHARED"}
+    one = {"nodeSelector": sliced, **pod_spec(container("m", {"nvidia.com/gpu": 1}))}
+    two = {"nodeSelector": sliced, **pod_spec(container("m", {"nvidia.com/gpu": 2}))}
+    objects = [
+        obj("Deployment", "small", "ml", {"replicas": 4, "template": {"spec": one}}),
+        obj("Deployment", "big", "ml", {"replicas": 1, "template": {"spec": two}}),
+    ]
+    unshared = replace(CATALOG, sharing={})
+    report = build([namespace("ml")], objects, policy, unshared)
+    rows = {w.name: w for w in report.namespaces[0].workloads}
+    assert rows["small"].once_shared and rows["small"].codes == [Code.NOT_SHARING]
+    assert not rows["big"].once_shared, "N replicas stay whatever the cluster shares"
+    assert (
+        "1 workload(s) would move once the cluster shares devices (DRA consumable capacity: "
+        "gpu2dra doctor, check sharing): ml/Deployment/small"
+    ) in render_table(report)
+    shared = replace(CATALOG, sharing={"gpu.nvidia.com": frozenset({"", "shares"})})
+    rows = {
+        w.name: w for w in build([namespace("ml")], objects, policy, shared).namespaces[0].workloads
+    }
+    assert rows["small"].translates and not rows["small"].once_shared

@@ -215,3 +215,59 @@ def test_quotas_are_read_by_namespace() -> None:
         Quota("more", {"memory": "1"}),
     ]
     assert store.in_namespace("b") == () and store.in_namespace("c") == ()
+
+
+def gpu_slice(name: str, version: str, shared: bool) -> dict[str, Any]:
+    device: dict[str, Any] = {"name": "gpu-0", "capacity": {"memory": {"value": "16Gi"}}}
+    if shared:
+        device["allowMultipleAllocations"] = True
+        device["capacity"]["shares"] = {"value": "4"}
+    return {
+        "metadata": {"name": name, "resourceVersion": version},
+        "spec": {"driver": "gpu.nvidia.com", "devices": [device]},
+    }
+
+
+class SliceApi:
+    """One list of an exclusive GPU's slice; a watch that makes it shared, then republishes
+    it unchanged; then stop."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop, self.watched = stop, False
+
+    def __call__(self, watch: bool = False, **kwargs: Any) -> FakeResponse:
+        if not watch:
+            body = {"metadata": {"resourceVersion": "1"}, "items": [gpu_slice("n", "1", False)]}
+            return FakeResponse(orjson.dumps(body))
+        if self.watched:
+            self.stop.set()
+            return FakeResponse()
+        self.watched = True
+        return FakeResponse(
+            lines=[
+                {"type": "MODIFIED", "object": gpu_slice("n", "2", True)},
+                {"type": "MODIFIED", "object": gpu_slice("n", "3", True)},
+            ]
+        )
+
+
+def test_the_catalog_says_what_the_resourceslices_share() -> None:
+    """From the slices' watch, not per request; a republished slice that shares the same keeps
+    the very catalog (and so every memoised translation)."""
+    stop = threading.Event()
+    cluster = LiveCluster(client.ApiClient(), Metrics())
+    assert cluster.catalog.sharing == {}
+    cluster.slices._list = SliceApi(stop)
+    seen: list[Any] = []
+    refresh = cluster._refresh_sharing
+
+    def recording() -> None:
+        refresh()
+        seen.append(cluster.catalog)
+
+    cluster.slices._on_change = recording
+    cluster.slices.run(stop)
+    assert cluster.slices.items == {"n": ("gpu.nvidia.com", frozenset({"", "memory", "shares"}))}
+    assert cluster.catalog.sharing == {"gpu.nvidia.com": frozenset({"", "memory", "shares"})}
+    assert seen[0].sharing == {} and seen[1] is seen[2], "unchanged sharing, the same catalog"
+    assert cluster.catalog.shares("gpu.nvidia.com", "shares")
