@@ -14,7 +14,7 @@ import orjson
 from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Mode, Policy
-from app.manifests import yamlio
+from app.manifests import comments, yamlio
 from app.manifests.documents import Note, Read, load_documents, translate_documents
 
 Output = Literal["yaml", "json"]
@@ -51,7 +51,9 @@ def translate_text(
     """Load, translate and render a manifest. A large YAML stream is cut at its document
     markers, and `jobs` processes read, translate and render the pieces. Any error (or a
     worker lost) reruns it all in this process, so that the message is the usual one."""
-    pieces = _pieces(text, jobs * 2) if jobs > 1 and len(text) >= min_bytes else []
+    # A stream whose YAML is written anew (comments.usable) is so whole, not piece by piece.
+    whole = output == "yaml" and not comments.usable(text)
+    pieces = _pieces(text, jobs * 2) if jobs > 1 and len(text) >= min_bytes and not whole else []
     if len(pieces) > 1:
         job = (policy, catalog, namespace, mode, output)
         try:

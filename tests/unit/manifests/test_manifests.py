@@ -323,6 +323,16 @@ def test_a_stream_cut_into_pieces_translates_as_one(
     assert numbers == [f"document {4 * g + n}" for g in range(5) for n in (1, 4)]
 
 
+def test_a_stream_written_anew_is_not_cut(policy: Policy, catalog: Catalog) -> None:
+    """A NEL (or a tab, a lone CR) anywhere makes the stream's YAML written anew: all of it,
+    not only the piece that holds it (the fuzzer found the pieces disagreeing)."""
+    pod = '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[]}}'
+    text = f"---\nnull\n---\n{pod}\n---\n\x85null\n"
+    whole = translate_text(text, policy, catalog, None, "enabled", "yaml")
+    cut = translate_text(text, policy, catalog, None, "enabled", "yaml", jobs=2, min_bytes=0)
+    assert cut == whole and b"kind: Pod\n" in whole.body
+
+
 def test_an_error_in_a_later_piece_reads_as_usual(policy: Policy, catalog: Catalog) -> None:
     text = "---\n".join([*PIECES * 5, "kind: [\n", *PIECES])
     with pytest.raises(ManifestError) as whole:
