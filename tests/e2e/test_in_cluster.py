@@ -1,0 +1,336 @@
+"""gpu2dra as users run it: the image built from the Dockerfile (tests/image/build.sh) imported
+into the real node's containerd, the chart installed with helm as a user would (two replicas,
+the default TLS mode, `pullPolicy: Never` as nothing is pulled here), its webhook pods running
+on the node and serving the API server, which reaches them through the chart's Service.
+
+Every test asserts the translation itself, not a Ready pod: with `failurePolicy: Ignore` a
+webhook that is up but not translating admits pods unchanged.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.node.node import BUSYBOX_IMAGE, RealNode
+from tests.support.cluster import (
+    A100_SXM4_40GB,
+    create_nvidia_device_classes,
+    gpu_devices,
+    label,
+    read_pod,
+    templates_in,
+    wait_for,
+)
+from tests.support.controlplane import REAL_NODE_NAME, REPO_ROOT, ControlPlane, find_bin_dir
+from tests.support.realnode import running_node
+from tests.support.tools import missing
+from tests.support.webhook import CHART, RELEASE_NAMESPACE
+
+Obj = dict[str, Any]
+NAME = "gpu2dra"
+VERSION = next(
+    line.split('"')[1]
+    for line in (REPO_ROOT / "pyproject.toml").read_text().splitlines()
+    if line.startswith("version = ")
+)
+NEXT = f"{VERSION}-next"  # the same image under another tag: what an upgrade rolls out
+DEVICES = gpu_devices(REAL_NODE_NAME, A100_SXM4_40GB, gpus=2)
+
+
+def helm(plane: ControlPlane, *args: str) -> str:
+    done = subprocess.run(
+        [str(plane.helm), "--kubeconfig", str(plane.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def values(tag: str) -> list[str]:
+    """What a user sets to run an image they built and loaded themselves."""
+    sets = ["image.registry=", f"image.repository=localhost/{NAME}", f"image.tag={tag}"]
+    sets.append("image.pullPolicy=Never")
+    return [word for value in sets for word in ("--set", value)]
+
+
+@pytest.fixture(scope="module")
+def node(
+    request: pytest.FixtureRequest,
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[RealNode]:
+    """The real node, its pods on a network that reaches the host and the API server, with
+    gpu2dra's image in its containerd under two tags."""
+    image = find_bin_dir() / "image" / f"{NAME}.tar"
+    if not image.is_file():
+        missing(f"{image} is missing: run `bash tests/image/build.sh` (as root)")
+    work_dir = tmp_path_factory.mktemp("node")
+    for real in running_node(
+        request, control_plane, api_client, work_dir, DEVICES, pod_network=True
+    ):
+        real.ctr("images", "import", str(image))
+        real.ctr(
+            "images", "tag", "--force", f"localhost/{NAME}:{VERSION}", f"localhost/{NAME}:{NEXT}"
+        )
+        yield real
+
+
+@pytest.fixture(scope="module")
+def installed(
+    control_plane: ControlPlane, api_client: client.ApiClient, node: RealNode
+) -> Iterator[float]:
+    """The chart installed and both webhook pods Ready; the seconds that took."""
+    create_nvidia_device_classes(api_client)
+    started = time.monotonic()
+    helm(
+        control_plane,
+        "install",
+        NAME,
+        str(CHART),
+        "--namespace",
+        RELEASE_NAMESPACE,
+        "--create-namespace",
+        *values(VERSION),
+        "--wait",
+        "--timeout",
+        "3m",
+    )
+    ready = time.monotonic() - started
+    try:
+        yield ready
+    finally:
+        subprocess.run(
+            [
+                str(control_plane.helm),
+                "--kubeconfig",
+                str(control_plane.kubeconfig),
+                "uninstall",
+                NAME,
+                "--namespace",
+                RELEASE_NAMESPACE,
+                "--ignore-not-found",
+                "--wait",
+            ],
+            capture_output=True,
+            check=False,
+        )
+
+
+def webhook_pods(api: client.ApiClient) -> list[Obj]:
+    listed = client.CoreV1Api(api).list_namespaced_pod(
+        RELEASE_NAMESPACE, label_selector=f"app.kubernetes.io/name={NAME}"
+    )
+    return [api.sanitize_for_serialization(p) for p in listed.items]
+
+
+def exec_in(plane: ControlPlane, pod: str, *command: str) -> subprocess.CompletedProcess[str]:
+    return plane.run_kubectl("exec", "-n", RELEASE_NAMESPACE, pod, "--", *command)
+
+
+def gpu_pod(name: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": BUSYBOX_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", "env | sort; sleep 3600"],
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            ],
+        },
+    }
+
+
+def test_the_kubelet_runs_the_webhook_as_the_chart_hardens_it(
+    control_plane: ControlPlane, api_client: client.ApiClient, installed: float
+) -> None:
+    pods = webhook_pods(api_client)
+    assert len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods)
+    pod = pods[0]["metadata"]["name"]
+    assert exec_in(control_plane, pod, "id", "-u").stdout.strip() == "65532"
+    status = exec_in(control_plane, pod, "cat", "/proc/1/status").stdout
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    assert fields["CapEff"].strip() == "0000000000000000"
+    assert fields["NoNewPrivs"].strip() == "1"
+    assert fields["Seccomp"].strip() == "2"  # RuntimeDefault
+    readonly = exec_in(control_plane, pod, "touch", "/probe")
+    assert readonly.returncode != 0 and "Read-only file system" in readonly.stderr
+    version = exec_in(control_plane, pod, "gpu2dra", "--version").stdout
+    assert version.startswith(f"gpu2dra {VERSION} (")
+
+
+def test_a_gpu_pod_is_translated_by_the_charts_pods_and_runs_on_its_device(
+    control_plane: ControlPlane, api_client: client.ApiClient, installed: float, namespace: str
+) -> None:
+    label(api_client, namespace, "enabled")
+    stored, _ = control_plane.create(namespace, gpu_pod("trainer"))
+    assert stored["spec"]["resourceClaims"], "the API server's answer holds the claims"
+    (template,) = templates_in(api_client, namespace)
+    assert template["metadata"]["labels"]["app.kubernetes.io/managed-by"] == NAME
+    running = wait_for(
+        lambda: (
+            (p := read_pod(api_client, namespace, "trainer"))["status"].get("phase") == "Running"
+            and p
+        ),
+        90,
+        "the translated pod to run",
+    )
+    assert running["spec"]["nodeName"] == REAL_NODE_NAME
+    logs = control_plane.kubectl("logs", "-n", namespace, "trainer")
+    uuid = {d["name"]: d["attributes"]["uuid"]["string"] for d in DEVICES}
+    seen = [line for line in logs.splitlines() if line.startswith("GPU2DRA_DEVICE_")]
+    assert len(seen) == 1 and seen[0].split("=", 1)[1] in uuid.values()
+
+
+class Load:
+    """GPU pods created at a steady rate in `namespace` from a thread, until stop(): what
+    was created, and every create that failed."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, per_second: float) -> None:
+        self.api, self.namespace, self.interval = api, namespace, 1 / per_second
+        self.created: list[str] = []
+        self.failed: list[str] = []
+        self.warnings: dict[str, str] = {}  # the API server's Warning headers, by pod
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        core = client.CoreV1Api(self.api)
+        n = 0
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            name = f"load-{n}"
+            n += 1
+            try:
+                answer = core.create_namespaced_pod(
+                    self.namespace, gpu_pod(name), _preload_content=False
+                )
+                self.created.append(name)
+                self.warnings[name] = answer.headers.get("Warning", "")
+            except Exception as err:  # every failure is the finding
+                self.failed.append(f"{name}: {err}")
+            next_at += self.interval
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def untranslated(plane: ControlPlane, api: client.ApiClient, namespace: str, load: Load) -> str:
+    """The pods of `load` the API server stored without gpu2dra's claims, with the warnings
+    their creates got and what the API server logged of its calls to gpu2dra ("" when none
+    was missed)."""
+    missed = {
+        n: load.warnings.get(n, "")
+        for n in load.created
+        if not read_pod(api, namespace, n)["spec"].get("resourceClaims")
+    }
+    if not missed:
+        return ""
+    log = (plane.log_dir / "kube-apiserver.log").read_text(errors="replace").splitlines()
+    calls = [line for line in log if "gpu2dra" in line and "webhook" in line][-10:]
+    return f"{missed} admitted untranslated; the API server logged:\n" + "\n".join(calls)
+
+
+def rollout(plane: ControlPlane) -> None:
+    plane.kubectl(
+        "rollout", "status", "-n", RELEASE_NAMESPACE, f"deployment/{NAME}", "--timeout=180s"
+    )
+
+
+def test_a_rolling_upgrade_under_load_translates_every_pod(
+    control_plane: ControlPlane, api_client: client.ApiClient, installed: float, namespace: str
+) -> None:
+    """helm upgrade to another image tag while pods are created at 4/s through the whole
+    rollout: every create succeeds and every pod is translated."""
+    label(api_client, namespace, "enabled")
+    load = Load(api_client, namespace, per_second=4)
+    try:
+        time.sleep(2)
+        helm(control_plane, "upgrade", NAME, str(CHART), "-n", RELEASE_NAMESPACE, *values(NEXT))
+        rollout(control_plane)
+        time.sleep(2)
+    finally:
+        load.stop()
+    serving = [p for p in webhook_pods(api_client) if not p["metadata"].get("deletionTimestamp")]
+    assert {c["image"] for p in serving for c in p["spec"]["containers"]} == {
+        f"localhost/{NAME}:{NEXT}"
+    }
+    assert load.failed == [] and len(load.created) >= 20
+    assert untranslated(control_plane, api_client, namespace, load) == ""
+
+
+def test_a_webhook_pod_deleted_under_load_is_covered_by_the_other(
+    control_plane: ControlPlane, api_client: client.ApiClient, installed: float, namespace: str
+) -> None:
+    """One of the two webhook pods deleted while pods are created at 4/s: the other serves
+    until the Deployment replaces it; every pod is translated."""
+    label(api_client, namespace, "enabled")
+    load = Load(api_client, namespace, per_second=4)
+    try:
+        time.sleep(2)
+        victim = webhook_pods(api_client)[0]["metadata"]["name"]
+        control_plane.kubectl("delete", "pod", "-n", RELEASE_NAMESPACE, victim, "--wait=false")
+        rollout(control_plane)
+        wait_for(
+            lambda: sum(_ready(p) for p in webhook_pods(api_client)) == 2, 120, "2 Ready again"
+        )
+        time.sleep(2)
+    finally:
+        load.stop()
+    assert load.failed == [] and len(load.created) >= 12
+    assert untranslated(control_plane, api_client, namespace, load) == ""
+
+
+def _ready(pod: Obj) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    deleting = pod["metadata"].get("deletionTimestamp")
+    return not deleting and any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def test_uninstall_leaves_running_gpu_pods_and_their_templates(
+    control_plane: ControlPlane, api_client: client.ApiClient, installed: float, namespace: str
+) -> None:
+    """Last in the module: helm uninstall removes the webhook and its configurations; the GPU
+    pods it translated keep running, and their templates stay (what the install guide says
+    an uninstall leaves)."""
+    label(api_client, namespace, "enabled")
+    control_plane.create(namespace, gpu_pod("kept"))
+    wait_for(
+        lambda: read_pod(api_client, namespace, "kept")["status"].get("phase") == "Running",
+        90,
+        "the translated pod to run",
+    )
+    helm(control_plane, "uninstall", NAME, "-n", RELEASE_NAMESPACE, "--wait")
+    admission = client.AdmissionregistrationV1Api(api_client)
+    names = [c.metadata.name for c in admission.list_mutating_webhook_configuration().items]
+    names += [c.metadata.name for c in admission.list_validating_webhook_configuration().items]
+    assert NAME not in names
+    time.sleep(3)
+    kept = read_pod(api_client, namespace, "kept")
+    assert kept["status"]["phase"] == "Running" and kept["spec"]["resourceClaims"]
+    assert [
+        t["metadata"]["labels"]["app.kubernetes.io/managed-by"]
+        for t in templates_in(api_client, namespace)
+    ] == [NAME]
+    # Without the webhook a new GPU pod is admitted as it is, on the device plugin.
+    after, _ = control_plane.create(namespace, gpu_pod("after"))
+    assert "resourceClaims" not in after["spec"]
