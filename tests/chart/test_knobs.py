@@ -39,14 +39,16 @@ def image(helm: Path, *values: str) -> str:
 
 
 def test_image_from_registry_repository_tag_or_digest(helm: Path) -> None:
-    assert image(helm) == "gpu2dra:0.1.0"
-    assert image(helm, "image.tag=1.2.3") == "gpu2dra:1.2.3"
-    assert (
-        image(helm, "image.registry=registry.example.com/") == "registry.example.com/gpu2dra:0.1.0"
-    )
-    assert image(helm, f"image.digest={DIGEST}", "image.tag=1.2.3") == f"gpu2dra@{DIGEST}"
+    assert image(helm) == "ghcr.io/gpu2dra/gpu2dra:0.1.0"  # the published release
+    assert image(helm, "image.tag=1.2.3") == "ghcr.io/gpu2dra/gpu2dra:1.2.3"
+    mirror = "registry.example.com/gpu2dra/gpu2dra:0.1.0"
+    assert image(helm, "image.registry=registry.example.com/") == mirror
+    own = "image.registry=", "image.repository=localhost/gpu2dra"
+    assert image(helm, *own) == "localhost/gpu2dra:0.1.0"
+    digest = f"ghcr.io/gpu2dra/gpu2dra@{DIGEST}"
+    assert image(helm, f"image.digest={DIGEST}", "image.tag=1.2.3") == digest
     docs = render_setup(helm, "everything")
-    assert container(docs)["image"] == f"registry.example.com/ml/gpu2dra@{DIGEST}"
+    assert container(docs)["image"] == f"registry.example.com/ml/gpu2dra/gpu2dra@{DIGEST}"
 
 
 def test_container_port(helm: Path) -> None:
