@@ -223,7 +223,8 @@ class RealNode:
             text=True,
             check=False,
         )
-        if done.returncode != 0 and "File exists" not in done.stderr:
+        present = any(m in done.stderr for m in ("File exists", "already assigned"))
+        if done.returncode != 0 and not present:
             raise NodeError(f"ip addr add {SERVICE_IP}: {done.stderr.strip()}")
         self._service_ip_added = done.returncode == 0
         port = int(self.plane.server.rsplit(":", 1)[1])
