@@ -6,9 +6,6 @@ as in test_node.py)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -17,12 +14,8 @@ import pytest
 from kubernetes import client
 
 from tests.node.node import (
-    BUILD_HINT,
     BUSYBOX_IMAGE,
     RealNode,
-    kubelet_version,
-    missing_node_tools,
-    skew_problem,
 )
 from tests.support.cluster import (
     allocated_devices,
@@ -31,8 +24,8 @@ from tests.support.cluster import (
     read_pod,
     wait_for,
 )
-from tests.support.controlplane import REAL_NODE_NAME, ControlPlane, find_bin_dir
-from tests.support.tools import missing
+from tests.support.controlplane import REAL_NODE_NAME, ControlPlane
+from tests.support.realnode import running_node
 from tests.support.webhook import Webhook, register, unregister
 
 Obj = dict[str, Any]
@@ -69,38 +62,17 @@ def hook(
 
 @pytest.fixture(scope="module")
 def shared_node(
+    request: pytest.FixtureRequest,
     control_plane: ControlPlane,
     api_client: client.ApiClient,
     hook: Webhook,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[RealNode]:
     """containerd + kubelet + the fake plugin sharing its one GPU 4 ways."""
-    if not sys.platform.startswith("linux") or os.geteuid() != 0:
-        missing("a real node needs Linux and root (mounts, cgroups, network namespaces)")
-    bin_dir = find_bin_dir() / "node"
-    absent = missing_node_tools(bin_dir)
-    if absent:
-        message = f"{', '.join(absent)} missing in {bin_dir}: run `bash {BUILD_HINT}`"
-        if shutil.which("go"):
-            pytest.fail(message, pytrace=False)
-        missing(f"Go is not installed to build the node: {message}")
-    apiserver = client.VersionApi(api_client).get_code().git_version
-    if problem := skew_problem(kubelet_version(bin_dir), apiserver):
-        missing(f"no real node on this control plane: {problem}")
-    node = RealNode(
-        bin_dir,
-        tmp_path_factory.mktemp("node"),
-        control_plane,
-        name=REAL_NODE_NAME,
-        devices=DEVICES,
-        api=api_client,
-        consumable_shares="4",
+    work_dir = tmp_path_factory.mktemp("node")
+    yield from running_node(
+        request, control_plane, api_client, work_dir, DEVICES, consumable_shares="4"
     )
-    try:
-        node.start()
-        yield node
-    finally:
-        node.stop()
 
 
 def template() -> Obj:

@@ -30,8 +30,6 @@ from tests.support.cluster import (
 from tests.support.controlplane import ControlPlane
 from tests.support.webhook import Webhook, register, unregister
 
-pytestmark = pytest.mark.every_release
-
 Obj = dict[str, Any]
 PRODUCT = "nvidia.com/gpu.product"
 A100_SHARED = "NVIDIA-A100-SXM4-40GB-SHARED"
@@ -106,10 +104,9 @@ def test_time_sliced_pods_share_one_gpu_by_its_shares(
     control_plane: ControlPlane,
     namespace: str,
     gpu_nodes: list[str],
-    release: str,
 ) -> None:
-    if release == "v1.34":
-        pytest.skip("DRAConsumableCapacity is alpha and off in 1.34: see the next test")
+    """On the newest release only: DRAConsumableCapacity is alpha and off in 1.34 (the
+    last test shows what becomes of such pods there)."""
     node = add_gpu_node(api_client, gpu_nodes, gpus=1, consumable="4")
     hook.set_mode(api_client, namespace, "enabled")
     wait_until_shared(hook, namespace, sliced("probe"))
@@ -149,10 +146,9 @@ def test_memory_fractions_share_a_gpu_while_they_fit(
     control_plane: ControlPlane,
     namespace: str,
     gpu_nodes: list[str],
-    release: str,
 ) -> None:
-    if release == "v1.34":
-        pytest.skip("DRAConsumableCapacity is alpha and off in 1.34")
+    """On the newest release only: DRAConsumableCapacity is alpha and off in 1.34 (the
+    last test shows what becomes of such pods there)."""
     node = add_gpu_node(api_client, gpu_nodes, product=H100_80GB_HBM3, consumable="memory")
     hook.set_mode(api_client, namespace, "enabled")
     wait_until_shared(hook, namespace, fraction("probe", 40000))
@@ -170,6 +166,7 @@ def test_memory_fractions_share_a_gpu_while_they_fit(
     )
 
 
+@pytest.mark.every_release
 def test_where_no_device_is_shared_pods_stay_on_the_device_plugin(
     hook: Webhook,
     api_client: client.ApiClient,

@@ -28,9 +28,11 @@ def running_node(
     devices: Sequence[dict[str, Any]],
     *,
     pod_network: bool = False,
+    consumable_shares: str = "",
 ) -> Iterator[RealNode]:
-    """containerd + kubelet + the fake NVIDIA DRA plugin, joined as REAL_NODE_NAME; fails in
-    CI (skips elsewhere, saying why) where it cannot run."""
+    """containerd + kubelet + the fake NVIDIA DRA plugin, joined as REAL_NODE_NAME (with
+    RealNode's `pod_network` and `consumable_shares`); fails in CI (skips elsewhere, saying
+    why) where it cannot run."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         missing("a real node needs Linux and root (mounts, cgroups, network namespaces)")
     bin_dir = find_bin_dir() / "node"
@@ -55,6 +57,7 @@ def running_node(
         devices=devices,
         api=api_client,
         pod_network=pod_network,
+        consumable_shares=consumable_shares,
     )
     started = False
     try:
