@@ -8,12 +8,13 @@ selectors evaluated as the scheduler does), scheduling, and the events as eviden
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from dataclasses import dataclass
 from functools import partial
 
 from app.core import kueue
-from app.core.catalog import Catalog
+from app.core.catalog import Catalog, sharing_of, slice_sharing
 from app.core.intree import native_classes
 from app.core.kube import Obj
 from app.core.kueue import queued, selecting, uncounted
@@ -66,6 +67,13 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
         catalog = Catalog.of(policy.device_classes)
     else:
         catalog = Catalog.from_objects(facts.device_classes)
+    if isinstance(facts.slices, list):  # which drivers share devices, as admission reads it
+        sharing = sharing_of(slice_sharing(s) for s in facts.slices)
+        catalog = dataclasses.replace(catalog, sharing=sharing)
+    else:
+        notes.append(
+            unreadable_step("ResourceSlices (shared devices taken as published)", facts.slices)
+        )
     native = native_classes(legacy, catalog)
     in_tree = len(native) == len(legacy)  # the scheduler serves every resource it asks for
     uses = "it is served in-tree" if in_tree else "it uses the device plugin"
@@ -83,7 +91,8 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
         return [*notes, Step("info", f"{why} ({translation.in_tree})"), *more]
     if mode != "disabled" and isinstance(facts.quotas, list):
         moved = translation.uses
-        if lifted := unguarded(moved, map(Quota.of, facts.quotas), catalog):
+        quotas = map(Quota.of, facts.quotas)
+        if lifted := unguarded(moved, quotas, catalog, translation.capacities):
             warning = quota_warning(namespace, lifted)
             return [*notes, Step("info", f"not translated ({asks}): {warning}"), *more]
     if mode != "disabled" and translation.changed and policy.kueue_pods == "leave":
@@ -305,7 +314,11 @@ def gather(reader: Reader, namespace: str, name: str) -> PodFacts:
         all_claims=attempt(partial(reader.items, f"{RESOURCE}/resourceclaims"))
         if unallocated
         else [],
-        slices=attempt(partial(reader.items, f"{RESOURCE}/resourceslices")) if unallocated else [],
+        # Also for a pod without claims: whether the cluster shares devices decides whether
+        # gpu2dra would have moved a pod on shared GPUs.
+        slices=attempt(partial(reader.items, f"{RESOURCE}/resourceslices"))
+        if unallocated or not spec.get("resourceClaims")
+        else [],
         events=events,
         webhook_registered=registered,
         quotas=attempt(partial(reader.items, f"/api/v1/namespaces/{namespace}/resourcequotas")),

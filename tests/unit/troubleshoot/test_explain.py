@@ -7,14 +7,19 @@ from dataclasses import replace
 from typing import Any
 
 from app.core.kueue import QUEUE_LABEL, Gate, Kueue
-from app.core.policy import load_policy
+from app.core.policy import load_policy, parse_policy
 from app.core.resources import DraRequest
 from app.troubleshoot.allocation import analyse_request
 from app.troubleshoot.cel.devices import Device, devices_of
 from app.troubleshoot.claims import PodFacts
 from app.troubleshoot.client import ReadError
 from app.troubleshoot.explain import explain
-from tests.support.cluster import device_class, gpu_devices, gpu_resource_slice
+from tests.support.cluster import (
+    consumable_shares,
+    device_class,
+    gpu_devices,
+    gpu_resource_slice,
+)
 
 Obj = dict[str, Any]
 
@@ -438,3 +443,67 @@ def test_a_pod_kueue_holds_is_explained_by_its_workload() -> None:
     assert _held(workload) == f"{held}: Workload pod-p-1a2b3: {full}"
     assert _held(None) == f"{held}: no Workload of it yet (is Kueue's manager running?)"
     assert _held(ReadError("forbidden")) == held
+
+
+def test_a_pod_on_shared_gpus_is_judged_by_what_the_cluster_shares() -> None:
+    """As admission does: with no shared device published the pod stays, saying what to
+    configure; with one it would have moved (so only a webhook that missed it explains it)."""
+    policy = parse_policy(
+        {"mappings": {"nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com", "consumable": {}}}}
+    )
+    pod = {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {
+            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-SHARED"},
+            "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 1}}}],
+        },
+    }
+
+    def first(slices: list[Obj] | ReadError) -> Any:
+        facts = PodFacts(
+            pod=pod,
+            namespace_labels={"gpu2dra.io/migration": "enabled"},
+            device_classes=list(CLASSES.values()),
+            slices=slices,
+        )
+        return next(s for s in explain(facts, policy).steps if "not translated" in s.text)
+
+    plain = first([gpu_resource_slice("a", gpu_devices("a"))])
+    assert plain.text.startswith("not translated (1 x nvidia.com/gpu): gpu2dra leaves this pod")
+    assert any("--consumable-shares" in d for d in plain.details), plain.details
+    shared = gpu_resource_slice("a", consumable_shares(gpu_devices("a"), "4"))
+    assert "although namespace ml is enabled" in first([shared]).text
+    assert "although namespace ml is enabled" in first(ReadError("forbidden")).text
+
+
+def test_a_memory_fraction_under_a_memory_quota_is_explained_by_it() -> None:
+    policy = parse_policy(
+        {
+            "mappings": {
+                "nvidia.com/gpu": {
+                    "deviceClassName": "gpu.nvidia.com",
+                    "consumable": {"memory": "nvidia.com/gpumem"},
+                }
+            }
+        }
+    )
+    limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 4000}
+    pod = {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {"containers": [{"name": "main", "resources": {"limits": limits}}]},
+    }
+    quota = {
+        "metadata": {"name": "mem", "namespace": "ml"},
+        "spec": {"hard": {"requests.nvidia.com/gpumem": "8000"}},
+    }
+    shared = gpu_resource_slice("a", consumable_shares(gpu_devices("a"), "memory"))
+    facts = PodFacts(
+        pod=pod,
+        namespace_labels={"gpu2dra.io/migration": "enabled"},
+        device_classes=list(CLASSES.values()),
+        slices=[shared],
+        quotas=[quota],
+    )
+    step = explain(facts, policy).steps[0]
+    assert step.text.startswith("not translated (1 x nvidia.com/gpu")
+    assert "limits requests.nvidia.com/gpumem, which becomes DRA consumable capacity" in step.text
