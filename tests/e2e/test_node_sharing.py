@@ -153,7 +153,7 @@ def test_a_time_sliced_deployment_shares_one_gpu_by_its_shares(
     control_plane.create(namespace, deployment)
     pods = wait_for(
         lambda: found if len(found := running(api_client, namespace)) == 4 else None,
-        120,
+        240,
         lambda: f"4 pods of infer Running: {len(running(api_client, namespace))} are",
     )
     for p in pods:
