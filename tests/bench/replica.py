@@ -19,7 +19,6 @@ import argparse
 import datetime
 import json
 import math
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -37,15 +36,6 @@ Obj = dict[str, Any]
 WEBHOOK = "pods.mutate.gpu2dra.io"
 HISTOGRAM = "apiserver_admission_webhook_admission_duration_seconds"
 BUCKET = 0.025  # the API server's second-lowest admission bucket
-
-
-def helm(plane: ControlPlane, *args: str) -> str:
-    return subprocess.run(
-        [str(plane.helm), "--kubeconfig", str(plane.kubeconfig), *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
 
 
 def gated_pod(name: str) -> bytes:
@@ -140,7 +130,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             sets = [word for value in values for word in ("--set", value)]
             began = time.monotonic()
             namespaced = ["-n", RELEASE_NAMESPACE, "--create-namespace"]
-            helm(plane, "install", "gpu2dra", str(CHART), *namespaced, *sets, "--wait")
+            plane.run_helm("install", "gpu2dra", str(CHART), *namespaced, *sets, "--wait")
             report["helm_install_to_ready_s"] = round(time.monotonic() - began, 1)
             kube = Kube(plane)
             pod = webhook_pod(kube)

@@ -21,17 +21,6 @@ Obj = dict[str, Any]
 NAME = "gpu2dra"
 
 
-def helm(plane: ControlPlane, *args: str) -> str:
-    done = subprocess.run(
-        [str(plane.helm), "--kubeconfig", str(plane.kubeconfig), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def webhook_configurations(api: client.ApiClient) -> dict[str, Obj]:
     admission = client.AdmissionregistrationV1Api(api)
     found = {}
@@ -52,8 +41,7 @@ def tls_secret(api: client.ApiClient) -> Obj:
 
 @pytest.fixture(scope="module")
 def installed(control_plane: ControlPlane, api_client: client.ApiClient) -> Iterator[None]:
-    helm(
-        control_plane,
+    control_plane.run_helm(
         "install",
         NAME,
         str(CHART),
@@ -64,7 +52,7 @@ def installed(control_plane: ControlPlane, api_client: client.ApiClient) -> Iter
     try:
         yield
     finally:
-        helm(control_plane, "uninstall", NAME, "--namespace", RELEASE_NAMESPACE)
+        control_plane.run_helm("uninstall", NAME, "--namespace", RELEASE_NAMESPACE)
 
 
 def test_install_upgrade_uninstall(
@@ -79,8 +67,7 @@ def test_install_upgrade_uninstall(
             assert hook["clientConfig"]["service"]["name"] == NAME
             assert hook["clientConfig"]["service"]["namespace"] == RELEASE_NAMESPACE
 
-    helm(
-        control_plane,
+    control_plane.run_helm(
         "upgrade",
         NAME,
         str(CHART),
@@ -99,8 +86,7 @@ def test_install_upgrade_uninstall(
 def test_uninstall_removes_the_webhooks(
     control_plane: ControlPlane, api_client: client.ApiClient
 ) -> None:
-    helm(
-        control_plane,
+    control_plane.run_helm(
         "install",
         "gone",
         str(CHART),
@@ -112,7 +98,7 @@ def test_uninstall_removes_the_webhooks(
     )
     admission = client.AdmissionregistrationV1Api(api_client)
     admission.read_mutating_webhook_configuration("gone")
-    helm(control_plane, "uninstall", "gone", "--namespace", "gpu2dra-gone")
+    control_plane.run_helm("uninstall", "gone", "--namespace", "gpu2dra-gone")
     for read in (
         admission.read_mutating_webhook_configuration,
         admission.read_validating_webhook_configuration,

@@ -44,17 +44,6 @@ NEXT = f"{VERSION}-next"  # the same image under another tag: what an upgrade ro
 DEVICES = gpu_devices(REAL_NODE_NAME, A100_SXM4_40GB, gpus=2)
 
 
-def helm(plane: ControlPlane, *args: str) -> str:
-    done = subprocess.run(
-        [str(plane.helm), "--kubeconfig", str(plane.kubeconfig), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def values(tag: str) -> list[str]:
     """What a user sets to run an image they built and loaded themselves."""
     sets = ["image.registry=", f"image.repository=localhost/{NAME}", f"image.tag={tag}"]
@@ -92,8 +81,7 @@ def installed(
     """The chart installed and both webhook pods Ready; the seconds that took."""
     create_nvidia_device_classes(api_client)
     started = time.monotonic()
-    helm(
-        control_plane,
+    control_plane.run_helm(
         "install",
         NAME,
         str(CHART),
@@ -265,7 +253,7 @@ def test_a_rolling_upgrade_under_load_translates_every_pod(
     load = Load(api_client, namespace, per_second=4)
     try:
         time.sleep(2)
-        helm(control_plane, "upgrade", NAME, str(CHART), "-n", RELEASE_NAMESPACE, *values(NEXT))
+        control_plane.run_helm("upgrade", NAME, str(CHART), "-n", RELEASE_NAMESPACE, *values(NEXT))
         rollout(control_plane)
         time.sleep(2)
     finally:
@@ -319,7 +307,7 @@ def test_uninstall_leaves_running_gpu_pods_and_their_templates(
         90,
         "the translated pod to run",
     )
-    helm(control_plane, "uninstall", NAME, "-n", RELEASE_NAMESPACE, "--wait")
+    control_plane.run_helm("uninstall", NAME, "-n", RELEASE_NAMESPACE, "--wait")
     admission = client.AdmissionregistrationV1Api(api_client)
     names = [c.metadata.name for c in admission.list_mutating_webhook_configuration().items]
     names += [c.metadata.name for c in admission.list_validating_webhook_configuration().items]

@@ -466,6 +466,17 @@ class ControlPlane:
         assert done.returncode == 0, done.stderr
         return done.stdout
 
+    def run_helm(self, *args: str) -> str:
+        """helm with the admin kubeconfig, which must succeed; its stdout."""
+        done = subprocess.run(
+            [str(self.helm), "--kubeconfig", str(self._kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
     def create(self, namespace: str, obj: Obj, *extra: str) -> tuple[Obj, str]:
         """`kubectl create`: the object as stored (or shown, with --dry-run) and the warnings
         printed."""
