@@ -30,7 +30,7 @@ from app.webhook.endpoint import (
     closing,
     read_body,
 )
-from app.webhook.metrics import Metrics
+from app.webhook.metrics import Latencies, Metrics
 from app.webhook.mutate import Mutator
 from app.webhook.reviews import AdmissionRequest
 from app.webhook.settings import Settings
@@ -84,6 +84,18 @@ def _translate_body(
         return 400, b"the manifest is not UTF-8 text\n"
 
 
+LAG_INTERVAL = 0.25  # seconds between the event loop's lag samples
+
+
+async def sample_loop_lag(lag: Latencies, interval: float = LAG_INTERVAL) -> None:
+    """How late each timer runs: a starved process (no free core, the GIL held by a watch
+    thread, a slow handler) delays every answer by as much, unseen by the handler's own time."""
+    while True:
+        start = time.perf_counter()
+        await asyncio.sleep(interval)
+        lag.observe(max(0.0, time.perf_counter() - start - interval))
+
+
 def get_cluster(request: Request) -> Cluster:
     return request.app.cluster  # type: ignore[no-any-return]
 
@@ -119,7 +131,9 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
         # out of the collector's sight, full collections stay short and do not stall answers.
         gc.collect()
         gc.freeze()
+        sampler = asyncio.create_task(sample_loop_lag(metrics.loop_lag))
         yield
+        sampler.cancel()
         app.cluster.stop()
 
     app = App(title="gpu2dra", lifespan=lifespan, docs_url=None, redoc_url=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -15,21 +16,40 @@ from app.core.outcomes import Code
 _BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5)
 
 
-class Tally:
-    """One endpoint's requests by result and its time to answer, as plain numbers: written
-    only by the event loop, read at scrape. A prometheus_client child takes a lock on every
-    change; three of them cost a tenth of a remembered pod's answer."""
+class Latencies:
+    """A histogram as plain numbers, written only by the event loop and read at scrape."""
 
-    __slots__ = ("buckets", "results", "sum")
+    __slots__ = ("buckets", "sum")
 
-    def __init__(self, results: Iterable[str]) -> None:
-        self.results = dict.fromkeys(results, 0)  # every series shows, at 0 until counted
+    def __init__(self) -> None:
         self.buckets = [0] * (len(_BUCKETS) + 1)  # the last one: over 2.5 s
         self.sum = 0.0
 
+    def observe(self, seconds: float) -> None:
+        self.buckets[bisect_left(_BUCKETS, seconds)] += 1  # le: the first bound >= seconds
+        self.sum += seconds
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        running, found = 0, list[tuple[str, float]]()
+        for bound, n in zip((*map(str, _BUCKETS), "+Inf"), self.buckets, strict=True):
+            running += n
+            found.append((bound, running))
+        return found
+
+
+class Tally(Latencies):
+    """One endpoint's requests by result and its time to answer. A prometheus_client child
+    takes a lock on every change; three of them cost a tenth of a remembered pod's answer."""
+
+    __slots__ = ("results",)
+
+    def __init__(self, results: Iterable[str]) -> None:
+        super().__init__()
+        self.results = dict.fromkeys(results, 0)  # every series shows, at 0 until counted
+
     def count(self, result: str, seconds: float) -> None:
         self.results[result] += 1
-        self.buckets[bisect_left(_BUCKETS, seconds)] += 1  # le: the first bound >= seconds
+        self.buckets[bisect_left(_BUCKETS, seconds)] += 1  # observe(), inlined: per answer
         self.sum += seconds
 
 
@@ -52,11 +72,7 @@ class _Requests:
         for endpoint, tally in self.tallies.items():
             for result, n in tally.results.items():
                 requests.add_metric([endpoint, result], n)
-            running, cumulative = 0, []
-            for bound, n in zip((*map(str, _BUCKETS), "+Inf"), tally.buckets, strict=True):
-                running += n
-                cumulative.append((bound, running))
-            latency.add_metric([endpoint], cumulative, tally.sum)
+            latency.add_metric([endpoint], tally.cumulative(), tally.sum)
         translations = CounterMetricFamily(
             "gpu2dra_translations",
             "Pods translated (or that would be, in audit) by mode.",
@@ -72,6 +88,35 @@ class _Requests:
         for code, n in self.outcomes.items():
             outcomes.add_metric([code.value, code.kind], n)
         yield from (requests, latency, translations, outcomes)
+
+
+class _Serving:
+    """What the API server waits for besides the handler: gpu2dra_event_loop_lag_seconds
+    and gpu2dra_tls_handshakes_total (OpenSSL's own counts of the serving context)."""
+
+    def __init__(self, lag: Latencies) -> None:
+        self.lag = lag
+        self.context: ssl.SSLContext | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        lag = HistogramMetricFamily(
+            "gpu2dra_event_loop_lag_seconds",
+            "How much later than asked the event loop ran a timer, sampled every 0.25 s: what "
+            "an admission arriving then waits before its handler starts.",
+        )
+        lag.add_metric([], self.lag.cumulative(), self.lag.sum)
+        yield lag
+        if self.context is not None:
+            stats = self.context.session_stats()
+            handshakes = CounterMetricFamily(
+                "gpu2dra_tls_handshakes",
+                "TLS handshakes of the webhook's server: accepted (begun) and completed. One "
+                "per connection the API server opens; few per request when it reuses them.",
+                labels=["stage"],
+            )
+            handshakes.add_metric(["accepted"], stats["accept"])
+            handshakes.add_metric(["completed"], stats["accept_good"])
+            yield handshakes
 
 
 @dataclass
@@ -114,6 +159,9 @@ class Metrics(CacheMetrics):
         # every code of a pod admission sees shows, at 0 until counted (notes are offline's)
         self.outcomes = dict.fromkeys((c for c in Code if c.kind != "note"), 0)
         r.register(_Requests(self.tallies, self.translations, self.outcomes))
+        self.loop_lag = Latencies()
+        self._serving = _Serving(self.loop_lag)
+        r.register(self._serving)
         self.templates_created = Counter(
             "gpu2dra_templates_created", "ResourceClaimTemplates created.", registry=r
         )
@@ -126,6 +174,10 @@ class Metrics(CacheMetrics):
             "gpu2dra_template_errors", "Failures to make sure of a template.", registry=r
         )
         super().__post_init__()
+
+    def count_handshakes(self, context: ssl.SSLContext) -> None:
+        """Export the TLS handshakes of the context the webhook serves with."""
+        self._serving.context = context
 
     def tally(self, endpoint: str, results: Iterable[str]) -> Tally:
         """The endpoint's Tally, made on first ask."""

@@ -76,8 +76,9 @@ def serve(settings: Settings, listen: Listen) -> None:
         paths = make_certs(["localhost", socket.gethostname()], ["127.0.0.1"]).write(out)
         cert, key = paths["tls.crt"], paths["tls.key"]
         log.info("self-signed certificate; CA bundle at %s", paths["ca.crt"])
+    app = create_app(settings)
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=listen.host,
         port=listen.port,
         ssl_certfile=str(cert),
@@ -90,6 +91,7 @@ def serve(settings: Settings, listen: Listen) -> None:
     )
     config.load()
     assert config.ssl is not None
+    app.state.metrics.count_handshakes(config.ssl)
     # The loop uvicorn would pick itself (uvloop when installed): asyncio.run would not.
     with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
         runner.run(

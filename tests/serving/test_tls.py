@@ -130,6 +130,40 @@ def test_an_idle_connection_outlives_uvicorns_default_keep_alive(served: Served)
     assert conn.sock is sock
 
 
+def metric(served: Served, sample: str) -> float:
+    """The value of one sample line of the served process's /metrics."""
+    conn = http.client.HTTPSConnection("localhost", served.port, context=served.context())
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    found = [line.rsplit(" ", 1)[1] for line in text.splitlines() if line.startswith(sample + " ")]
+    assert len(found) == 1, f"{sample} not in /metrics:\n{text}"
+    return float(found[0])
+
+
+def test_handshakes_count_connections_not_requests(served: Served) -> None:
+    """What the API server's reuse of connections saves shows: one handshake for a
+    connection that carries many admissions, one more for each new connection."""
+    completed = 'gpu2dra_tls_handshakes_total{stage="completed"}'
+    before = metric(served, completed)  # its own connection is a handshake too
+    conn = http.client.HTTPSConnection("localhost", served.port, context=served.context())
+    for i in range(5):
+        admit(conn, f"reused-{i}")
+    for i in range(2):
+        fresh = http.client.HTTPSConnection("localhost", served.port, context=served.context())
+        admit(fresh, f"fresh-{i}")
+        fresh.close()
+    assert metric(served, completed) - before == 1 + 1 + 2  # this scrape's, conn, 2 fresh
+    assert metric(served, 'gpu2dra_tls_handshakes_total{stage="accepted"}') >= before + 5
+
+
+def test_the_event_loop_lag_is_sampled_while_serving(served: Served) -> None:
+    count = "gpu2dra_event_loop_lag_seconds_count"
+    first = metric(served, count)
+    time.sleep(1.1)
+    assert metric(served, count) - first >= 3  # sampled every 0.25 s
+
+
 def test_plain_http_is_refused(served: Served) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=5)
     with pytest.raises((http.client.RemoteDisconnected, ConnectionResetError)):

@@ -55,3 +55,29 @@ def test_translations_count_by_mode() -> None:
     samples = _samples(generate_latest(metrics.registry))
     assert 'gpu2dra_translations_total{mode="audit"} 2.0' in samples
     assert 'gpu2dra_translations_total{mode="enabled"} 0.0' in samples
+
+
+@given(st.lists(st.floats(0, 5, allow_nan=False), max_size=30))
+def test_event_loop_lag_reads_as_prometheus_client_would_observe_it(seen: list[float]) -> None:
+    metrics = Metrics()
+    reference = CollectorRegistry()
+    lag = Histogram("gpu2dra_event_loop_lag_seconds", "", buckets=_BUCKETS, registry=reference)
+    for seconds in seen:
+        metrics.loop_lag.observe(seconds)
+        lag.observe(seconds)
+    ours = {s for s in _samples(generate_latest(metrics.registry)) if "loop_lag" in s}
+    assert ours == _samples(generate_latest(reference))
+
+
+def test_tls_handshakes_are_the_serving_contexts_own_counts() -> None:
+    metrics = Metrics()
+    assert "gpu2dra_tls_handshakes" not in generate_latest(metrics.registry).decode()
+
+    class Context:  # an SSLContext's session_stats(), as OpenSSL counts
+        def session_stats(self) -> dict[str, int]:
+            return {"accept": 7, "accept_good": 5}
+
+    metrics.count_handshakes(Context())  # type: ignore[arg-type]
+    samples = _samples(generate_latest(metrics.registry))
+    assert 'gpu2dra_tls_handshakes_total{stage="accepted"} 7.0' in samples
+    assert 'gpu2dra_tls_handshakes_total{stage="completed"} 5.0' in samples
