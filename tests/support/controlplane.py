@@ -158,8 +158,10 @@ class ControlPlane:
         helm: Path | None = None,
         start_timeout: float = 120.0,
         client_qps: tuple[float, int] | None = None,
+        apiserver_args: Sequence[str] = (),
     ) -> None:
         self.bin_dir = bin_dir
+        self._apiserver_args = list(apiserver_args)
         self.helm = helm or bin_dir.parent / "helm"
         self.work_dir = work_dir
         self.start_timeout = start_timeout
@@ -297,6 +299,7 @@ class ControlPlane:
                 "--enable-aggregator-routing=true",
                 # kubectl exec/logs reach the real node's kubelet by its IP (no DNS here).
                 "--kubelet-preferred-address-types=InternalIP",
+                *self._apiserver_args,
             ],
         )
         self._wait_http(

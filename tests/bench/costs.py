@@ -1,0 +1,170 @@
+"""What a workload cost, seen from each side: the CPU each process and the machine spent, the
+API server's own time for each request (its audit log, to the microsecond, where its
+histograms have buckets of 5 and 25 ms), and which of gpu2dra's threads held the GIL (py-spy
+sampling the live process)."""
+
+from __future__ import annotations
+
+import collections
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import orjson
+
+from tests.bench.bench_webhook import cpu_seconds
+
+# -- CPU ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    processes: dict[str, float]  # name -> CPU seconds so far
+    busy: int  # the machine's busy jiffies (all cores), from /proc/stat
+    total: int
+
+
+def _machine() -> tuple[int, int]:
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def snapshot(pids: Mapping[str, int]) -> Snapshot:
+    busy, total = _machine()
+    return Snapshot({name: cpu_seconds(pid) for name, pid in pids.items()}, busy, total)
+
+
+@dataclass(frozen=True)
+class Spent:
+    ms_per_pod: dict[str, float]  # CPU milliseconds per pod, by process
+    busy_percent: float  # of all the machine's cores, over the window
+
+    def __str__(self) -> str:
+        per = ", ".join(f"{name} {ms:.2f}" for name, ms in self.ms_per_pod.items())
+        return f"{self.busy_percent:.0f} % busy; {per}"
+
+
+def spent(before: Snapshot, after: Snapshot, pods: int) -> Spent:
+    per = {
+        name: round((after.processes[name] - before.processes[name]) * 1e3 / max(pods, 1), 2)
+        for name in before.processes
+    }
+    window = after.total - before.total
+    busy = 100.0 * (after.busy - before.busy) / window if window else 0.0
+    return Spent(per, round(busy, 1))
+
+
+# -- the API server's audit log ----------------------------------------------------------------
+
+# Pod creates only, at Metadata level (no bodies), written in batches each second: what the
+# log costs the API server is small and the same in every setup.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: [create]
+    resources: [{group: "", resources: [pods]}]
+  - level: None
+"""
+
+
+def audit_args(work: Path) -> tuple[list[str], Path]:
+    """The API server's flags for the audit log, and the log's path."""
+    work.mkdir(parents=True, exist_ok=True)
+    policy, log = work / "audit-policy.yaml", work / "audit.log"
+    policy.write_text(AUDIT_POLICY)
+    return [
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={log}",
+        "--audit-log-mode=batch",
+        "--audit-log-batch-max-wait=1s",
+        "--audit-log-maxsize=0",
+    ], log
+
+
+def _at(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass(frozen=True)
+class Served:
+    """One pod create as the API server timed it."""
+
+    received: float  # wall clock
+    seconds: float
+    status: int
+
+
+def pod_creates(log: Path, namespace: str, since: float, until: float) -> list[Served]:
+    """The pod creates in `namespace` the API server received between two wall-clock
+    times, each with its own time from receiving the request to its response."""
+    found: list[Served] = []
+    if not log.exists():
+        return found
+    with log.open("rb") as lines:
+        for line in lines:
+            event = orjson.loads(line)
+            if (event.get("objectRef") or {}).get("namespace") != namespace:
+                continue
+            received = _at(event["requestReceivedTimestamp"])
+            if since <= received <= until:
+                seconds = _at(event["stageTimestamp"]) - received
+                status = (event.get("responseStatus") or {}).get("code", 0)
+                found.append(Served(received, seconds, status))
+    return found
+
+
+# -- the GIL -----------------------------------------------------------------------------------
+
+
+def py_spy() -> str:
+    """py-spy's path; the benchmark's --profile needs it (pip install py-spy)."""
+    found = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    if not found:
+        raise SystemExit("--profile needs py-spy: .venv/bin/pip install py-spy")
+    return found
+
+
+class GilProfile:
+    """py-spy sampling a live process while a workload runs: the share of samples in which
+    each thread held the GIL (while it holds it, the event loop cannot answer)."""
+
+    RATE = 250  # samples per second
+
+    def __init__(self, pid: int, seconds: float, out: Path) -> None:
+        self.out, self.seconds = out, seconds
+        self.process = subprocess.Popen(
+            [
+                py_spy(),
+                *("record", "--pid", str(pid), "--rate", str(self.RATE)),
+                *("--duration", str(max(1, round(seconds)))),
+                *("--gil", "--threads", "--nonblocking", "--format", "raw", "-o", str(out)),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def shares(self) -> dict[str, float]:
+        """Thread name -> percent of the time it held the GIL."""
+        self.process.wait(timeout=self.seconds + 60)
+        samples = self.RATE * max(1, round(self.seconds))
+        return gil_shares(self.out.read_text().splitlines(), samples)
+
+
+def gil_shares(lines: Iterable[str], samples: int) -> dict[str, float]:
+    """From py-spy's raw output (`thread (tid): name;frame;... count` per line), each thread's
+    samples as a percent of all the samples taken; watch threads summed as `watch-*`."""
+    held: collections.Counter[str] = collections.Counter()
+    for line in lines:
+        stack, _, count = line.rpartition(" ")
+        thread = stack.split(";", 1)[0]
+        name = thread.split(": ", 1)[1] if ": " in thread else thread
+        held["watch-*" if name.startswith("watch-") else name] += int(count)
+    return {name: round(100.0 * n / max(samples, 1), 2) for name, n in held.most_common()}
