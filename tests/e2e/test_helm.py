@@ -4,13 +4,15 @@ every object the chart can render, custom kinds included, accepted by strict val
 
 from __future__ import annotations
 
-import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import new_client_from_config
 
 from tests.support.controlplane import ControlPlane
 from tests.support.crds import crd_files, go_binary
@@ -161,26 +163,10 @@ def test_every_object_passes_strict_server_validation(
 def service_account_client(
     plane: ControlPlane, name: str = NAME, namespace: str = RELEASE_NAMESPACE
 ) -> client.ApiClient:
-    token = subprocess.run(
-        [
-            str(plane.bin_dir / "kubectl"),
-            "--kubeconfig",
-            str(plane.kubeconfig),
-            "create",
-            "token",
-            name,
-            "--namespace",
-            namespace,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    config = client.Configuration()
-    config.host = plane.server
-    config.ssl_ca_cert = str(plane.ca_file)
-    config.api_key = {"authorization": f"Bearer {token}"}
-    return client.ApiClient(config)
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        plane.write_service_account_kubeconfig(kubeconfig, name, namespace)
+        return new_client_from_config(str(kubeconfig))
 
 
 def resource_rules(api: client.ApiClient, namespace: str) -> set[tuple[str, str, str]]:

@@ -368,6 +368,16 @@ class ControlPlane:
         """A kubeconfig for the kubelet of REAL_NODE_NAME (Node authorizer, NodeRestriction)."""
         self._write_kubeconfig(path, f"system:node:{REAL_NODE_NAME}", self._node_token)
 
+    def write_service_account_kubeconfig(
+        self, path: Path, name: str, namespace: str, hours: int = 12
+    ) -> None:
+        """A kubeconfig acting as ServiceAccount `namespace/name` (a TokenRequest token), as a
+        pod running under it would: its RBAC, and its username in admission requests."""
+        token = self.kubectl(
+            "create", "token", name, "--namespace", namespace, "--duration", f"{hours}h"
+        ).strip()
+        self._write_kubeconfig(path, f"system:serviceaccount:{namespace}:{name}", token)
+
     def _write_kubeconfig(self, path: Path, user: str, token: str) -> None:
         kubeconfig = {
             "apiVersion": "v1",
