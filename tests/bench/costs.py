@@ -6,6 +6,7 @@ sampling the live process)."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -24,8 +25,20 @@ from tests.bench.bench_webhook import cpu_seconds
 @dataclass(frozen=True)
 class Snapshot:
     processes: dict[str, float]  # name -> CPU seconds so far
+    waits: dict[str, float]  # name -> seconds its threads were runnable but had no core
     busy: int  # the machine's busy jiffies (all cores), from /proc/stat
     total: int
+
+
+def run_queue_wait(pid: int) -> float:
+    """Seconds the process's live threads have spent runnable, waiting for a core (the
+    scheduler's own count, /proc/<pid>/task/<tid>/schedstat): what a starved process adds to
+    every request it serves, unseen by its own clocks."""
+    waited = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that has just ended
+            waited += int((task / "schedstat").read_text().split()[1])
+    return waited / 1e9
 
 
 def _machine() -> tuple[int, int]:
@@ -36,33 +49,38 @@ def _machine() -> tuple[int, int]:
 
 def snapshot(pids: Mapping[str, int]) -> Snapshot:
     busy, total = _machine()
-    return Snapshot({name: cpu_seconds(pid) for name, pid in pids.items()}, busy, total)
+    return Snapshot(
+        {name: cpu_seconds(pid) for name, pid in pids.items()},
+        {name: run_queue_wait(pid) for name, pid in pids.items()},
+        busy,
+        total,
+    )
 
 
 @dataclass(frozen=True)
 class Spent:
     ms_per_pod: dict[str, float]  # CPU milliseconds per pod, by process
+    wait_ms_per_pod: dict[str, float]  # milliseconds runnable without a core, per pod
     busy_percent: float  # of all the machine's cores, over the window
-
-    def __str__(self) -> str:
-        per = ", ".join(f"{name} {ms:.2f}" for name, ms in self.ms_per_pod.items())
-        return f"{self.busy_percent:.0f} % busy; {per}"
 
 
 def spent(before: Snapshot, after: Snapshot, pods: int) -> Spent:
-    per = {
-        name: round((after.processes[name] - before.processes[name]) * 1e3 / max(pods, 1), 2)
-        for name in before.processes
-    }
+    def per_pod(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+        return {name: round((a[name] - b[name]) * 1e3 / max(pods, 1), 2) for name in b}
+
     window = after.total - before.total
     busy = 100.0 * (after.busy - before.busy) / window if window else 0.0
-    return Spent(per, round(busy, 1))
+    return Spent(
+        per_pod(after.processes, before.processes),
+        per_pod(after.waits, before.waits),
+        round(busy, 1),
+    )
 
 
 # -- the API server's audit log ----------------------------------------------------------------
 
-# Pod creates only, at Metadata level (no bodies), written in batches each second: what the
-# log costs the API server is small and the same in every setup.
+# Creates of pods and of ResourceClaimTemplates only, at Metadata level (no bodies), written in
+# batches each second: what the log costs the API server is small and the same in every setup.
 AUDIT_POLICY = """\
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -70,7 +88,9 @@ omitStages: [RequestReceived]
 rules:
   - level: Metadata
     verbs: [create]
-    resources: [{group: "", resources: [pods]}]
+    resources:
+      - {group: "", resources: [pods]}
+      - {group: resource.k8s.io, resources: [resourceclaimtemplates]}
   - level: None
 """
 
@@ -102,16 +122,19 @@ class Served:
     status: int
 
 
-def pod_creates(log: Path, namespace: str, since: float, until: float) -> list[Served]:
-    """The pod creates in `namespace` the API server received between two wall-clock
-    times, each with its own time from receiving the request to its response."""
+def creates(
+    log: Path, namespace: str, since: float, until: float, resource: str = "pods"
+) -> list[Served]:
+    """The creates of `resource` in `namespace` the API server received between two
+    wall-clock times, each with its own time from receiving the request to its response."""
     found: list[Served] = []
     if not log.exists():
         return found
     with log.open("rb") as lines:
         for line in lines:
             event = orjson.loads(line)
-            if (event.get("objectRef") or {}).get("namespace") != namespace:
+            ref = event.get("objectRef") or {}
+            if ref.get("namespace") != namespace or ref.get("resource") != resource:
                 continue
             received = _at(event["requestReceivedTimestamp"])
             if since <= received <= until:

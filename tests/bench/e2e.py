@@ -58,7 +58,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.webhook.certs import make_certs
 from tests.bench.bench_webhook import ROOT, cpu_seconds, floor_command, wait_up
-from tests.bench.costs import GilProfile, Snapshot, audit_args, pod_creates, snapshot, spent
+from tests.bench.costs import GilProfile, Snapshot, audit_args, creates, snapshot, spent
 from tests.support.cluster import (
     create_node,
     device_class,
@@ -67,7 +67,7 @@ from tests.support.cluster import (
 )
 from tests.support.controlplane import ControlPlane, kubernetes_version, release_bin_dir, releases
 from tests.support.ports import free_port
-from tests.support.webhook import Webhook, register, unregister
+from tests.support.webhook import RELEASE_NAMESPACE, Webhook, register, unregister
 
 Obj = dict[str, Any]
 GPUS_PER_NODE = 8
@@ -291,6 +291,20 @@ def create_nodes(plane: ControlPlane, prefix: str, count: int, dra: bool) -> Non
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, range(count)))
+
+
+IDENTITY_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def as_service_account(plane: ControlPlane, docs: list[Obj], kubeconfig: Path) -> str:
+    """Create the chart's ServiceAccount and RBAC from its rendered `docs` and write a
+    kubeconfig acting as that ServiceAccount; its name."""
+    plane.kubectl("create", "namespace", RELEASE_NAMESPACE)
+    items = [d for d in docs if d["kind"] in IDENTITY_KINDS]
+    plane.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "List", "items": items})
+    (account,) = [d["metadata"]["name"] for d in items if d["kind"] == "ServiceAccount"]
+    plane.write_service_account_kubeconfig(kubeconfig, account, RELEASE_NAMESPACE)
+    return str(account)
 
 
 def set_extended_resource_name(kube: Kube, value: str | None) -> None:
@@ -518,6 +532,7 @@ class Result:
     apiserver_exact_p50_ms: float | None = None
     busy_percent: float | None = None  # of all the machine's cores, creates to all bound
     cpu_ms_per_pod: dict[str, float] = field(default_factory=dict)  # by process
+    wait_ms_per_pod: dict[str, float] = field(default_factory=dict)  # runnable, no core
     loop_lag: str = ""  # gpu2dra_event_loop_lag_seconds p50 / p99 ms
     handshakes: float | None = None  # gpu2dra's TLS handshakes completed
     gil_percent: dict[str, float] = field(default_factory=dict)  # by gpu2dra thread (py-spy)
@@ -643,12 +658,22 @@ def measuring(
     fill_server_figures(result, before_server, kube)
     cost = spent(before_cpu, snapshot(sides.pids), result_pods)
     result.busy_percent, result.cpu_ms_per_pod = cost.busy_percent, cost.ms_per_pod
+    result.wait_ms_per_pod = cost.wait_ms_per_pod
     time.sleep(1.5)  # the audit log is written in batches, each second
-    served = [s.seconds for s in pod_creates(sides.audit_log, namespace, since, until)]
+    served = [s.seconds for s in creates(sides.audit_log, namespace, since, until)]
     if served:
         result.apiserver_exact_p50_ms = round(percentile(served, 0.5) * 1e3, 2)
         result.apiserver_exact = (
             f"{percentile(served, 0.5) * 1e3:.1f} / {percentile(served, 0.99) * 1e3:.1f}"
+        )
+    made = [
+        s.seconds
+        for s in creates(sides.audit_log, namespace, since, until, "resourceclaimtemplates")
+    ]
+    if made:  # gpu2dra's template creates, inside the pod creates above
+        result.notes.append(
+            f"{len(made)} template creates, the API server's own p50 / p99 "
+            f"{percentile(made, 0.5) * 1e3:.1f} / {percentile(made, 0.99) * 1e3:.1f} ms"
         )
     if hook and before_hook:
         calls, cpu, answers, lag, handshakes = hook.snapshot() + hook.serving()
@@ -1027,12 +1052,14 @@ def costs_table(results: list[Result]) -> str:
         "TLS handshakes",
         "machine busy",
         "CPU ms per pod",
+        "waiting for a core, ms per pod",
         "GIL held (py-spy)",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for r in results:
         cpu = ", ".join(f"{SHORT.get(k, k)} {v:.2f}" for k, v in r.cpu_ms_per_pod.items())
         gil = ", ".join(f"{k} {v:.1f} %" for k, v in r.gil_percent.items())
+        waits = ", ".join(f"{SHORT.get(k, k)} {v:.2f}" for k, v in r.wait_ms_per_pod.items())
         cells = [
             r.setup,
             r.workload,
@@ -1044,6 +1071,7 @@ def costs_table(results: list[Result]) -> str:
             "" if r.handshakes is None else f"{r.handshakes:.0f}",
             "" if r.busy_percent is None else f"{r.busy_percent:.0f} %",
             cpu,
+            waits,
             gil,
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -1131,6 +1159,7 @@ def main() -> None:
     per_set = math.ceil(most / GPUS_PER_NODE)
     loads = [load_average()]
     results: list[Result] = []
+    sizes = ""
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="gpu2dra-bench-e2e-") as tmp:
         work = args.work or Path(tmp)
@@ -1157,7 +1186,7 @@ def main() -> None:
 
             kube.call("POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class(CLASS, "gpu"))
             t0 = time.monotonic()
-            if "device plugin" in setups:
+            if {"device plugin", "empty webhook"} & set(setups):
                 create_nodes(plane, "plugin", per_set, dra=False)
             if {"gpu2dra", "in-tree", "in-tree + empty webhook"} & set(setups):
                 create_nodes(plane, "dra", per_set, dra=True)
@@ -1197,10 +1226,14 @@ def main() -> None:
                 else:
                     api = plane.api_client()
                     (work / "hook").mkdir(exist_ok=True)
-                    hook = Webhook(work / "hook", plane.kubeconfig, plane.helm)
-                    hook.start("--log-level", "warning")
+                    # gpu2dra runs as the chart's ServiceAccount, with the chart's RBAC: as
+                    # in a cluster, its own requests are its identity's (matchConditions).
+                    identity = work / "hook" / "serviceaccount.kubeconfig"
+                    hook = Webhook(work / "hook", identity, plane.helm)
+                    docs = hook.rendered("webhook.mutating.failurePolicy=Fail")
+                    account = as_service_account(plane, docs, identity)
+                    hook.start("--log-level", "warning", "--service-account", account)
                     try:
-                        docs = hook.rendered("webhook.mutating.failurePolicy=Fail")
                         if args.mutating_only:
                             docs = [
                                 d for d in docs if d["kind"] != "ValidatingWebhookConfiguration"
@@ -1209,6 +1242,14 @@ def main() -> None:
                         create_namespace(kube, namespace)
                         hook.set_mode(api, namespace, "enabled")
                         assert hook.process is not None
+                        answer = hook.dry_run(namespace, pod("size", "dra"))
+                        patch = base64.b64decode(answer.get("patch", ""))
+                        sizes = (
+                            f"gpu2dra's answer for a bench pod: {len(orjson.dumps(answer))} "
+                            f"bytes, a JSONPatch of {len(patch)} bytes in "
+                            f"{len(orjson.loads(patch)) if patch else 0} operations"
+                        )
+                        print(sizes, flush=True)
                         measured = sides(hook.process.pid, Gpu2dra(hook))
                         results += run_setup(setup, measured, namespace, "dra", opts)
                         results += new_shapes(measured, api, "dra", opts)
@@ -1220,6 +1261,8 @@ def main() -> None:
     took = time.time() - started
 
     webhooks = "mutating webhook only" if args.mutating_only else "webhooks as the chart renders"
+    if sizes:
+        webhooks += f"; {sizes}"
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
     print(
         f"\nKubernetes {version}, {per_set} nodes x {GPUS_PER_NODE} GPUs per node set, "
@@ -1230,6 +1273,9 @@ def main() -> None:
     print(table(results))
     print("\nWhere the time and the cores went:\n")
     print(costs_table(results))
+    for r in results:
+        for note in r.notes:
+            print(f"- {r.setup}, {r.workload}: {note}")
     verdicts = targets(results)
     advice = recommendation(results)
     print()
