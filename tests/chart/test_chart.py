@@ -15,6 +15,8 @@ import kubernetes_validate
 import pytest
 import yaml
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from jsonschema import Draft7Validator  # type: ignore[import-untyped]
 
 from app.core.patch import RECORD_ANNOTATION
@@ -193,6 +195,10 @@ def test_default_install(helm: Path) -> None:
     ca = base64.b64decode(secret["data"]["ca.crt"])
     cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
     cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca))
+    # ECDSA P-256, as cert-manager's: a handshake costs gpu2dra half an RSA 2048 one's CPU
+    key = serialization.load_pem_private_key(base64.b64decode(secret["data"]["tls.key"]), None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name == "secp256r1"
+    assert isinstance(x509.load_pem_x509_certificate(ca).public_key(), ec.EllipticCurvePublicKey)
     sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "gpu2dra.gpu2dra-system.svc" in sans.get_values_for_type(x509.DNSName)
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):

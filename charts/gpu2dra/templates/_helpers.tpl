@@ -93,8 +93,11 @@ configurations carry the same CA. */}}
 {{- else }}
 {{- $fullname := include "gpu2dra.fullname" . }}
 {{- $dns := list $fullname (printf "%s.%s" $fullname .Release.Namespace) (printf "%s.%s.svc" $fullname .Release.Namespace) }}
-{{- $ca := genCA "gpu2dra-ca" (int .Values.tls.validityDays) }}
-{{- $cert := genSignedCert $fullname nil $dns (int .Values.tls.validityDays) $ca }}
+{{- /* ECDSA P-256, not helm's default RSA 2048: the API server opens a connection, and
+gpu2dra answers a handshake, for every webhook call beyond its 25 idle ones in a burst; an
+ECDSA handshake costs gpu2dra half the CPU (docs/performance.md). */}}
+{{- $ca := genCAWithKey "gpu2dra-ca" (int .Values.tls.validityDays) (genPrivateKey "ecdsa") }}
+{{- $cert := genSignedCertWithKey $fullname nil $dns (int .Values.tls.validityDays) $ca (genPrivateKey "ecdsa") }}
 {{- $_ := set $tls "ca" ($ca.Cert | b64enc) }}
 {{- $_ := set $tls "crt" ($cert.Cert | b64enc) }}
 {{- $_ := set $tls "key" ($cert.Key | b64enc) }}
