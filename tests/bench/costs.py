@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -191,3 +193,66 @@ def gil_shares(lines: Iterable[str], samples: int) -> dict[str, float]:
         name = thread.split(": ", 1)[1] if ": " in thread else thread
         held["watch-*" if name.startswith("watch-") else name] += int(count)
     return {name: round(100.0 * n / max(samples, 1), 2) for name, n in held.most_common()}
+
+
+# -- the webhook's own reads and writes --------------------------------------------------------
+
+
+class Syscalls:
+    """strace on a webhook's main thread (its event loop) while a workload runs: when each
+    request's bytes were read and its answer written, by the kernel's clock, to set beside
+    the API server's own times. strace slows each read and write by tens of microseconds:
+    for a low rate, and a run of its own."""
+
+    def __init__(self, pid: int, out: Path) -> None:
+        strace = shutil.which("strace")
+        if not strace:
+            raise SystemExit("--trace needs strace (apt-get install strace)")
+        self.out = out
+        self.process = subprocess.Popen(
+            [strace, "-tt", "-e", "trace=read,write", "-p", str(pid), "-o", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def segments(self, served: list[Served]) -> dict[str, float]:
+        """Median milliseconds of each part of the API server's POST, over the creates seen
+        in the trace: until the webhook read the request, the webhook's own, and after it
+        wrote its answer (the rest of admission, storage, the response)."""
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        day = datetime.fromtimestamp(served[0].received, UTC).date() if served else None
+        return split(self.out.read_text().splitlines(), served, str(day))
+
+
+_CALL = re.compile(r"^(\d+:\d+:\d+\.\d+) (read|write)\((\d+),.*\) = (\d+)$")
+
+
+def split(lines: Iterable[str], served: list[Served], day: str) -> dict[str, float]:
+    """See Syscalls.segments: a request is the first read of over 512 bytes (a TLS record
+    holding an AdmissionReview, not a handshake's) inside a create's window, its answer the
+    last write on that connection before the create completed."""
+    calls = []
+    for line in lines:
+        if m := _CALL.match(line):
+            at = datetime.fromisoformat(f"{day}T{m.group(1)}+00:00").timestamp()
+            calls.append((at, m.group(2), int(m.group(3)), int(m.group(4))))
+    calls.sort()
+    parts: dict[str, list[float]] = {"before": [], "webhook": [], "after": []}
+    for create in served:
+        end = create.received + create.seconds
+        window = [c for c in calls if create.received <= c[0] <= end]
+        reads = [c for c in window if c[1] == "read" and c[3] > 512]
+        if not reads:
+            continue
+        read = reads[0]
+        writes = [c for c in window if c[1] == "write" and c[2] == read[2] and c[0] >= read[0]]
+        if not writes:
+            continue
+        parts["before"].append(read[0] - create.received)
+        parts["webhook"].append(writes[-1][0] - read[0])
+        parts["after"].append(end - writes[-1][0])
+    if not parts["before"]:
+        return {}
+    found = {name: round(statistics.median(v) * 1e3, 2) for name, v in parts.items()}
+    return {**found, "creates": len(parts["before"])}

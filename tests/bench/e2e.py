@@ -58,7 +58,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.webhook.certs import make_certs
 from tests.bench.bench_webhook import ROOT, cpu_seconds, floor_command, wait_up
-from tests.bench.costs import GilProfile, Snapshot, audit_args, creates, snapshot, spent
+from tests.bench.costs import (
+    GilProfile,
+    Snapshot,
+    Syscalls,
+    audit_args,
+    creates,
+    snapshot,
+    spent,
+)
 from tests.support.cluster import (
     create_node,
     device_class,
@@ -536,6 +544,7 @@ class Result:
     loop_lag: str = ""  # gpu2dra_event_loop_lag_seconds p50 / p99 ms
     handshakes: float | None = None  # gpu2dra's TLS handshakes completed
     gil_percent: dict[str, float] = field(default_factory=dict)  # by gpu2dra thread (py-spy)
+    segments: dict[str, float] = field(default_factory=dict)  # --trace: ms of each part
     notes: list[str] = field(default_factory=list)
 
 
@@ -633,15 +642,17 @@ class Sides:
     audit_log: Path
     hook: Gpu2dra | None = None
     profile: Path | None = None
+    trace: Path | None = None
 
 
 @contextmanager
 def measuring(
-    result: Result, sides: Sides, namespace: str, profile_seconds: float = 0
+    result: Result, sides: Sides, namespace: str, profile_seconds: float = 0, trace: bool = False
 ) -> Iterator[None]:
     """The workload run inside is measured from every side: the API server's histograms and
     its audit log, the CPU of each process and of the machine, and gpu2dra's own counters
-    (with py-spy sampling its GIL for `profile_seconds` when --profile is given)."""
+    (with py-spy sampling its GIL for `profile_seconds` when --profile is given, and strace
+    timing the webhook's reads and writes when `trace` and --trace are)."""
     kube, hook = sides.kube, sides.hook
     before_server: dict[str, Buckets] = server_histograms(kube)
     before_cpu: Snapshot = snapshot(sides.pids)
@@ -651,6 +662,11 @@ def measuring(
         assert hook.hook.process is not None
         out = sides.profile / f"gil-{result.workload.replace(' ', '-').replace('/', '')}.txt"
         gil = GilProfile(hook.hook.process.pid, profile_seconds, out)
+    syscalls = None
+    if trace and sides.trace and "webhook" in sides.pids:
+        out = sides.trace / f"{namespace}-{result.workload.replace(' ', '-').replace('/', '')}.txt"
+        syscalls = Syscalls(sides.pids["webhook"], out)
+        time.sleep(1)  # attached
     since = time.time()
     yield
     until = time.time()
@@ -660,7 +676,10 @@ def measuring(
     result.busy_percent, result.cpu_ms_per_pod = cost.busy_percent, cost.ms_per_pod
     result.wait_ms_per_pod = cost.wait_ms_per_pod
     time.sleep(1.5)  # the audit log is written in batches, each second
-    served = [s.seconds for s in creates(sides.audit_log, namespace, since, until)]
+    pods = creates(sides.audit_log, namespace, since, until)
+    served = [s.seconds for s in pods]
+    if syscalls is not None:
+        result.segments = syscalls.segments(pods)
     if served:
         result.apiserver_exact_p50_ms = round(percentile(served, 0.5) * 1e3, 2)
         result.apiserver_exact = (
@@ -805,7 +824,7 @@ def run_setup(setup: str, sides: Sides, namespace: str, nodes: str, opts: Option
         profile = opts.seconds if rate == max(opts.rates) else 0
         with (
             watching(kube, namespace, "bench=pod") as watch,
-            measuring(result, sides, namespace, profile),
+            measuring(result, sides, namespace, profile, trace=rate == min(opts.rates)),
         ):
             latencies, result.errors, result.achieved_rate = create_at_rate(
                 kube, namespace, bodies, rate, opts.workers
@@ -1137,6 +1156,13 @@ def main() -> None:
         help="sample gpu2dra's threads with py-spy during its highest rate (which held the "
         "GIL), keeping the raw samples in this directory",
     )
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        help="time each webhook's reads and writes with strace during the lowest rate (which "
+        "part of the API server's POST each takes), keeping the traces in this directory; it "
+        "slows the webhook: a run of its own",
+    )
     parser.add_argument("--json", type=Path, default=Path("bench-e2e.json"), help="report file")
     parser.add_argument(
         "--work",
@@ -1168,8 +1194,9 @@ def main() -> None:
             f"control plane {version}, KCM and scheduler client QPS {qps}/burst {burst}", flush=True
         )
         audit, audit_log = audit_args(work / "audit")
-        if args.profile:
-            args.profile.mkdir(parents=True, exist_ok=True)
+        for directory in (args.profile, args.trace):
+            if directory:
+                directory.mkdir(parents=True, exist_ok=True)
         with ControlPlane(
             release_bin_dir(release), work / "plane", client_qps=client_qps, apiserver_args=audit
         ) as plane:
@@ -1182,7 +1209,7 @@ def main() -> None:
 
             def sides(webhook: int | None = None, hook: Gpu2dra | None = None) -> Sides:
                 pids = {**components, **({"webhook": webhook} if webhook else {})}
-                return Sides(kube, pids, audit_log, hook, args.profile)
+                return Sides(kube, pids, audit_log, hook, args.profile, args.trace)
 
             kube.call("POST", "/apis/resource.k8s.io/v1/deviceclasses", device_class(CLASS, "gpu"))
             t0 = time.monotonic()
@@ -1276,6 +1303,13 @@ def main() -> None:
     for r in results:
         for note in r.notes:
             print(f"- {r.setup}, {r.workload}: {note}")
+        if r.segments:
+            print(
+                f"- {r.setup}, {r.workload}, the API server's POST in parts (strace, median ms "
+                f"of {r.segments['creates']:.0f} creates): until the webhook read the request "
+                f"{r.segments['before']:.2f}, the webhook's own {r.segments['webhook']:.2f}, "
+                f"after its answer was written {r.segments['after']:.2f}"
+            )
     verdicts = targets(results)
     advice = recommendation(results)
     print()
