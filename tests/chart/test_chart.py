@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from jsonschema import Draft7Validator  # type: ignore[import-untyped]
 
+from app.core.gpuinfo import EXTENDED_CLAIM
 from app.core.patch import RECORD_ANNOTATION
 from app.core.policy import DEFAULT_POLICY_YAML, load_policy, parse_policy
 from app.core.templates import TEMPLATE_PREFIX
@@ -255,6 +256,8 @@ def test_validating_webhooks_see_only_what_they_can_refuse(helm: Path) -> None:
         "'resource.kubernetes.io/pod-claim-name' in object.metadata.annotations"
         in made["expression"]
     )
+    # the annotation the scheduler puts on the claim it makes for the in-tree path
+    assert f"'{EXTENDED_CLAIM}' in object.metadata.annotations" in made["expression"]
     # gpu2dra's own template creates are not sent back to it; it names its identity exactly
     assert itself["expression"] == (
         "request.userInfo.username != 'system:serviceaccount:gpu2dra-system:gpu2dra'"

@@ -42,6 +42,7 @@ VERSION = next(
 )
 NEXT = f"{VERSION}-next"  # the same image under another tag: what an upgrade rolls out
 DEVICES = gpu_devices(REAL_NODE_NAME, A100_SXM4_40GB, gpus=2)
+CLAIMS_WEBHOOK = "claims.validate.gpu2dra.io"
 
 
 def values(tag: str) -> list[str]:
@@ -163,28 +164,18 @@ def test_the_kubelet_runs_the_webhook_as_the_chart_hardens_it(
     assert version.startswith(f"gpu2dra {VERSION} (")
 
 
-def template_checks(plane: ControlPlane) -> float:
-    """How many times the API server has called gpu2dra's claims.validate webhook."""
-    metric = "apiserver_admission_webhook_admission_duration_seconds_count"
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in plane.kubectl("get", "--raw", "/metrics").splitlines()
-        if line.startswith(metric) and 'name="claims.validate.gpu2dra.io"' in line
-    )
-
-
 def test_a_gpu_pod_is_translated_by_the_charts_pods_and_runs_on_its_device(
     control_plane: ControlPlane, api_client: client.ApiClient, installed: float, namespace: str
 ) -> None:
     label(api_client, namespace, "enabled")
-    checks = template_checks(control_plane)
+    checks = control_plane.webhook_calls(CLAIMS_WEBHOOK)
     stored, _ = control_plane.create(namespace, gpu_pod("trainer"))
     assert stored["spec"]["resourceClaims"], "the API server's answer holds the claims"
     (template,) = templates_in(api_client, namespace)
     assert template["metadata"]["labels"]["app.kubernetes.io/managed-by"] == NAME
     # The template its ServiceAccount created was not sent back to gpu2dra to be checked
     # (the first pod of a shape waits for that create); anyone else's template still is.
-    assert template_checks(control_plane) == checks
+    assert control_plane.webhook_calls(CLAIMS_WEBHOOK) == checks
     squatter = {
         **template,
         "apiVersion": "resource.k8s.io/v1",
@@ -195,7 +186,7 @@ def test_a_gpu_pod_is_translated_by_the_charts_pods_and_runs_on_its_device(
         squatter["metadata"].pop(field, None)
     refused = control_plane.run_kubectl("create", "-n", namespace, "-f", "-", stdin=squatter)
     assert refused.returncode != 0 and "reserved to gpu2dra" in refused.stderr, refused.stderr
-    assert template_checks(control_plane) == checks + 1
+    assert control_plane.webhook_calls(CLAIMS_WEBHOOK) == checks + 1
     running = wait_for(
         lambda: (
             (p := read_pod(api_client, namespace, "trainer"))["status"].get("phase") == "Running"

@@ -114,11 +114,15 @@ def test_a_pod_gpu2dra_leaves_alone_is_served_in_tree(
     body = gpu_pod("infer", {"nvidia.com/gpu": 2})
     if how == "skip annotation":
         body["metadata"]["annotations"] = {"gpu2dra.io/skip": "true"}
+    checks = control_plane.webhook_calls("claims.validate.gpu2dra.io")
     stored, _ = control_plane.create(namespace, body)
     assert "resourceClaims" not in stored["spec"], "left alone"
     pod = wait_for_pod_scheduled(api_client, namespace, "infer")
     status = pod["status"]["extendedResourceClaimStatus"]
     (claim,) = extended_claims(api_client, namespace)
+    # The claim the scheduler made (its annotation says so) was not sent to gpu2dra: it holds
+    # what its DeviceClass holds, and the scheduler binds the pod only once it is created.
+    assert control_plane.webhook_calls("claims.validate.gpu2dra.io") == checks
     assert status["resourceClaimName"] == claim["metadata"]["name"]
     assert len(allocated_devices(api_client, pod)) == 2
 

@@ -368,6 +368,16 @@ class ControlPlane:
         """A kubeconfig for the kubelet of REAL_NODE_NAME (Node authorizer, NodeRestriction)."""
         self._write_kubeconfig(path, f"system:node:{REAL_NODE_NAME}", self._node_token)
 
+    def webhook_calls(self, webhook: str) -> float:
+        """How many times this API server has called admission webhook `webhook`, by its own
+        histogram of admission times."""
+        metric = "apiserver_admission_webhook_admission_duration_seconds_count"
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in self.kubectl("get", "--raw", "/metrics").splitlines()
+            if line.startswith(metric) and f'name="{webhook}"' in line
+        )
+
     def write_service_account_kubeconfig(
         self, path: Path, name: str, namespace: str, hours: int = 12
     ) -> None:
