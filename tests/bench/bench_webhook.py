@@ -437,8 +437,11 @@ def main() -> None:
                     rows.append(soak)
                 api_calls_total = metrics_total(calls, hot) - before
 
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
-        f"\ngpu2dra {mode}; server on CPU {SERVER_CPU}, load on CPU {LOAD_CPU}, TLS, keep-alive\n"
+        f"\ngpu2dra {mode}; server on CPU {SERVER_CPU}, load on CPU {LOAD_CPU}, TLS, keep-alive; "
+        f"{when}, load average (1/5/15 min) {load} at the end\n"
     )
     header = ["", "req/s", "p50 ms", "p99 ms", "of floor", "CPU µs/req", "of floor, by CPU", "RSS"]
     table = [header, ["---"] * len(header)] + [r.cells() for r in rows]
