@@ -1,34 +1,38 @@
-"""What a GPU pod create costs end to end: the device plugin, gpu2dra, the in-tree path, and
-the device plugin behind a webhook that does nothing.
+"""What a GPU pod create costs end to end, seen from every side: the device plugin, gpu2dra,
+the in-tree path, and webhooks that do nothing.
 
     bash tests/bench/e2e.sh [--seconds N] [--rates 5,50,200] [--job-pods N] [--json FILE]
+                            [--setups ...] [--profile DIR] [--trace DIR]
 
 One control plane of the newest release (tests/k8s), where KEP-5004's DRAExtendedResource is
-GA, and four setups measured one after the other on the same pods:
+GA, and six setups measured one after the other on the same pods:
 
 - device plugin: fake nodes advertise nvidia.com/gpu in their allocatable; no webhook;
   DeviceClass gpu.nvidia.com without extendedResourceName;
-- gpu2dra: `gpu2dra serve` registered as the chart renders it (failurePolicy Fail, so that a
-  failure shows instead of falling back), the namespace labelled gpu2dra.io/migration=enabled;
-  nodes publish gpu.nvidia.com ResourceSlices;
-- in-tree: no webhook; DeviceClass gpu.nvidia.com with extendedResourceName nvidia.com/gpu:
-  the scheduler makes a claim for each pod (KEP-5004);
 - empty webhook: the device plugin's pods through a mutating webhook that answers `allowed`
   at once (the webhook benchmark's floor, tests/bench/floor.py, under uvicorn with TLS): what
-  any webhook costs a pod create on this machine, apart from what gpu2dra does.
+  any webhook costs a pod create on this machine, apart from what gpu2dra does;
+- gpu2dra: `gpu2dra serve` registered as the chart renders it (failurePolicy Fail, so that a
+  failure shows instead of falling back), running as the chart's ServiceAccount with its RBAC,
+  the namespace labelled gpu2dra.io/migration=enabled; nodes publish ResourceSlices;
+- in-tree: no webhook; DeviceClass gpu.nvidia.com with extendedResourceName nvidia.com/gpu:
+  the scheduler makes a claim for each pod (KEP-5004);
+- in-tree + empty webhook: the in-tree path behind the empty webhook, a webhook's round trip
+  under the same DRA work as gpu2dra's pods bring;
+- gpu2dra beside in-tree: gpu2dra with the class serving nvidia.com/gpu in-tree, leaving the
+  plain pods to the scheduler (inTree: defer).
 
 The plugin nodes and the DRA nodes are two node sets (a label and a nodeSelector), each with
 enough GPUs (8 a node) for every pod of a workload; a setup's pods are deleted, and their
-claims gone, before the next workload. Workloads per setup: pods created at a steady rate (one
-nvidia.com/gpu each; the time of each create call, and the API server's own POST-pods
-histogram; for gpu2dra also the API server's admission histogram of each of its webhooks and
-gpu2dra's own time to answer), and a 1,000-pod indexed Job made by the real job controller (time
-until every pod is bound; for gpu2dra its API calls and CPU seconds). Then, for gpu2dra only,
-the first pods of new shapes: a burst of pods each of a new shape (each waits for its template)
-against the same burst of one shape, and the first burst again once its templates exist.
+claims gone, before the next workload. Workloads per setup: pods created at steady rates, and
+an indexed Job made by the real job controller (the time until every pod is bound); for
+gpu2dra, the first pods of new shapes too (one at a time, and in bursts). Each workload is
+measured from every side (tests/bench/costs.py): the client's clock; the API server's audit
+log, histograms and their sums; the CPU and core waits of each process; gpu2dra's own
+counters (its answer, its event loop's lag, its handshakes, its API calls).
 
-Prints a Markdown table and the targets met or not, and writes the same as JSON. Not a test:
-the figures depend on the machine (the load average is printed with them).
+Prints two Markdown tables and the targets met or not, and writes the same as JSON. Not a
+test: the figures depend on the machine (the load average is printed with them).
 """
 
 from __future__ import annotations
