@@ -48,6 +48,10 @@ class Relay:
                     sock.close()
 
     def close(self) -> None:
+        # close() alone leaves the port listening while _accept's thread is blocked in
+        # accept(2), which holds the socket open; shutdown wakes it (EINVAL on Linux).
+        with contextlib.suppress(OSError):
+            self._server.shutdown(socket.SHUT_RDWR)
         self._server.close()
         with self._lock:
             for sock in self._open:
