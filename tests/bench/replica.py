@@ -29,7 +29,13 @@ import orjson
 from tests.bench.e2e import Kube, buckets, create_at_rate, delta, load_average, quantile
 from tests.node.node import BUSYBOX_IMAGE, RealNode
 from tests.support.cluster import create_nvidia_device_classes, gpu_devices
-from tests.support.controlplane import REAL_NODE_NAME, ControlPlane, find_bin_dir, release_bin_dir
+from tests.support.controlplane import (
+    REAL_NODE_NAME,
+    ControlPlane,
+    find_bin_dir,
+    release_bin_dir,
+    releases,
+)
 from tests.support.webhook import CHART, RELEASE_NAMESPACE
 
 Obj = dict[str, Any]
@@ -108,6 +114,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             work / "node",
             plane,
             name=REAL_NODE_NAME,
+            release=releases()[0],
             devices=gpu_devices(REAL_NODE_NAME, gpus=2),
             api=api,
             pod_network=True,

@@ -4,7 +4,8 @@ the default TLS mode, `pullPolicy: Never` as nothing is pulled here), its webhoo
 on the node and serving the API server, which reaches them through the chart's Service.
 
 Every test asserts the translation itself, not a Ready pod: with `failurePolicy: Ignore` a
-webhook that is up but not translating admits pods unchanged.
+webhook that is up but not translating admits pods unchanged. On every release, each with a
+kubelet of its own.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from tests.support.controlplane import REAL_NODE_NAME, REPO_ROOT, ControlPlane, 
 from tests.support.realnode import running_node
 from tests.support.tools import missing
 from tests.support.webhook import CHART, RELEASE_NAMESPACE
+
+pytestmark = pytest.mark.every_release
 
 Obj = dict[str, Any]
 NAME = "gpu2dra"

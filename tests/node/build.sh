@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Build the real node of tests/e2e/test_node.py into ${GPU2DRA_BIN:-<repo>/.bin}/node:
 #   containerd, containerd-shim-runc-v2, ctr   containerd v2 with CDI (containerd/go.mod)
-#   kubelet, gpu-kubelet-plugin                the kubelet and the fake NVIDIA DRA plugin, both
-#                                              of the Kubernetes release in plugin/go.mod
+#   v<major>.<minor>/kubelet,                  the kubelet and the fake NVIDIA DRA plugin of
+#   v<major>.<minor>/gpu-kubelet-plugin        each release: plugin/go.mod (the newest) and
+#                                              plugin/v*.mod (older ones, built with -modfile)
 #   images/pause.tar, images/busybox.tar       localhost/pause:1 and localhost/busybox:1
 # and installs what it needs from Debian when missing (runc, the CNI plugins, a static
 # busybox, umoci, skopeo, gcc; root only). Go builds use only the Go module proxy.
-# The Kubernetes release is one variable: `plugin/update-gomod.sh 1.37.2` regenerates
-# plugin/go.mod. Unchanged inputs: a no-op (the stamp covers the Go modules, the plugin's
-# sources, pause.c, this script and `go version`).
+# A release is one file: `plugin/update-gomod.sh 1.37.2` regenerates plugin/go.mod,
+# `plugin/update-gomod.sh 1.34.4 v1.34.mod` an older one. Unchanged inputs: a no-op (the stamp
+# covers the Go modules, the plugin's sources, pause.c, this script and `go version`).
 set -euo pipefail
 started="${EPOCHREALTIME:-$(date +%s)}"
 elapsed() { awk -v a="$started" -v b="${EPOCHREALTIME:-$(date +%s)}" 'BEGIN {printf "%.2fs", b - a}'; }
@@ -17,7 +18,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 bin="${GPU2DRA_BIN:-$repo/.bin}/node"
 stamp="$bin/.stamp"
-binaries=(containerd containerd-shim-runc-v2 ctr kubelet gpu-kubelet-plugin)
+binaries=(containerd containerd-shim-runc-v2 ctr)
+kubelet_binaries=(kubelet gpu-kubelet-plugin)
 images=(pause busybox)
 # Debian packages, each with a file that shows it is installed.
 declare -A packages=(
@@ -33,12 +35,25 @@ declare -A packages=(
 cd "$here"
 sha256() { if command -v sha256sum >/dev/null; then sha256sum; else shasum -a 256; fi; }
 toolchain="$(go version 2>/dev/null || echo 'no Go')"
-want="$({ cat build.sh pause.c containerd/go.mod containerd/go.sum plugin/go.mod plugin/go.sum \
+modfiles=(plugin/go.mod plugin/v*.mod)
+# kubernetes_version MODFILE: the k8s.io/kubernetes version it requires, e.g. v1.37.2.
+kubernetes_version() { awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$1"; }
+releases=()
+for modfile in "${modfiles[@]}"; do
+    [[ "$(kubernetes_version "$modfile")" =~ ^(v[0-9]+\.[0-9]+)\. ]] \
+        || { echo "no k8s.io/kubernetes in $modfile" >&2; exit 1; }
+    releases+=("${BASH_REMATCH[1]}")
+done
+want="$({ cat build.sh pause.c containerd/go.mod containerd/go.sum plugin/*.mod plugin/*.sum \
     plugin/*.go; echo "$toolchain"; } | sha256 | cut -d' ' -f1)"
 
 all_present() {
     local name
+    local release
     for name in "${binaries[@]}"; do [[ -x "$bin/$name" ]] || return 1; done
+    for release in "${releases[@]}"; do
+        for name in "${kubelet_binaries[@]}"; do [[ -x "$bin/$release/$name" ]] || return 1; done
+    done
     for name in "${images[@]}"; do [[ -s "$bin/images/$name.tar" ]] || return 1; done
     for name in "${packages[@]}"; do [[ -e "$name" ]] || return 1; done
 }
@@ -71,21 +86,28 @@ echo "building containerd $containerd_version ($(elapsed))"
     -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version" \
     -o "$bin/" github.com/containerd/containerd/v2/cmd/{containerd,containerd-shim-runc-v2,ctr})
 
-k8s_version="$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' plugin/go.mod)"
-[[ "$k8s_version" =~ ^v([0-9]+)\.([0-9]+)\. ]] || { echo "no k8s.io/kubernetes in plugin/go.mod" >&2; exit 1; }
-k8s_major="${BASH_REMATCH[1]}"
-k8s_minor="${BASH_REMATCH[2]}"
-k8s_ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=$k8s_major"
-    k8s_ldflags+=" -X $pkg.gitMinor=$k8s_minor -X $pkg.gitTreeState=clean"
-done
-# k8s.io/dynamic-resource-allocation v0.37 added DRAPlugin.WatchHealthStatus (plugin/health.go).
-tags=""
-((k8s_minor < 37)) && tags="k8s_pre137"
-echo "building kubelet $k8s_version and gpu-kubelet-plugin ($(elapsed))"
-(cd plugin && go build -mod=readonly -trimpath -tags "$tags" -ldflags "$k8s_ldflags" \
-    -o "$bin/" k8s.io/kubernetes/cmd/kubelet .)  # . is gpu-kubelet-plugin (the module name)
+# build_kubelet MODFILE RELEASE: the kubelet and gpu-kubelet-plugin of MODFILE's release.
+build_kubelet() {
+    local modfile="${1#plugin/}" release="$2" version major minor ldflags tags="" pkg
+    version="$(kubernetes_version "plugin/$modfile")"
+    [[ "$version" =~ ^v([0-9]+)\.([0-9]+)\. ]]
+    major="${BASH_REMATCH[1]}"
+    minor="${BASH_REMATCH[2]}"
+    ldflags="-s -w"
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major"
+        ldflags+=" -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+    done
+    # k8s.io/dynamic-resource-allocation v0.37 added DRAPlugin.WatchHealthStatus (plugin/health.go).
+    ((minor < 37)) && tags="k8s_pre137"
+    echo "building kubelet $version and gpu-kubelet-plugin into $release/ ($(elapsed))"
+    mkdir -p "$bin/$release"
+    (cd plugin && go build -modfile="$modfile" -mod=readonly -trimpath -tags "$tags" \
+        -ldflags "$ldflags" -o "$bin/$release/" k8s.io/kubernetes/cmd/kubelet .)
+}
+for i in "${!modfiles[@]}"; do build_kubelet "${modfiles[$i]}" "${releases[$i]}"; done
+# Before each release had its own folder, one kubelet and plugin lay in $bin itself.
+rm -f "${kubelet_binaries[@]/#/$bin/}"
 
 echo "building images ($(elapsed))"
 scratch="$(mktemp -d)"
@@ -119,4 +141,4 @@ image busybox sh busybox_rootfs
 
 all_present || { echo "build.sh: something is missing in $bin" >&2; exit 1; }
 echo "$want" > "$stamp"
-echo "built ${binaries[*]} and images ${images[*]} in $(elapsed)"
+echo "built ${binaries[*]}, ${kubelet_binaries[*]} of ${releases[*]} and images ${images[*]} in $(elapsed)"

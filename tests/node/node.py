@@ -1,13 +1,15 @@
 """A real node for the end-to-end tests: containerd, runc, the kubelet and a fake NVIDIA DRA
 kubelet plugin (tests/node/plugin), all host processes, joined to the e2e control plane.
 
-tests/node/build.sh builds them into <GPU2DRA_BIN or .bin>/node. RealNode.start() writes the
-configurations under work_dir, starts containerd (CRI with CDI on), imports the local pause
-and busybox images, starts the kubelet as REAL_NODE_NAME and the plugin with the device
-inventory it is given, and waits until the Node is Ready and its ResourceSlice is published.
-stop() removes what the node ran and wrote: the pods' containers, every process it started
-(by PID), the mounts under work_dir, and the paths outside it that the kubelet, containerd
-and CNI create (only those that did not exist before start).
+tests/node/build.sh builds them into <GPU2DRA_BIN or .bin>/node, the kubelet and the plugin
+once per Kubernetes release (node/v1.37/kubelet): a node joins a control plane of its own
+release, as the version-skew policy forbids a kubelet newer than its apiserver.
+RealNode.start() writes the configurations under work_dir, starts containerd (CRI with CDI
+on), imports the local pause and busybox images, starts the kubelet as REAL_NODE_NAME and the
+plugin with the device inventory it is given, and waits until the Node is Ready and its
+ResourceSlice is published. stop() removes what the node ran and wrote: the pods' containers,
+every process it started (by PID), the mounts under work_dir, and the paths outside it that
+the kubelet, containerd and CNI create (only those that did not exist before start).
 
 Needs root and Linux. The node uses the machine's own non-loopback IPv4 address (the kubelet
 rejects a loopback node IP), the kubelet's fixed ports 10250 and 10248, a bridge named
@@ -36,7 +38,8 @@ from tests.node.relay import Relay
 Obj = dict[str, Any]
 
 BUILD_HINT = "tests/node/build.sh"
-NODE_BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr", "kubelet", "gpu-kubelet-plugin")
+NODE_BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr")
+RELEASE_BINARIES = ("kubelet", "gpu-kubelet-plugin")  # in bin_dir/<release>
 IMAGES = ("pause", "busybox")
 PAUSE_IMAGE = "localhost/pause:1"
 BUSYBOX_IMAGE = "localhost/busybox:1"
@@ -79,39 +82,19 @@ class ControlPlaneLike(Protocol):
     def write_node_kubeconfig(self, path: Path) -> None: ...
 
 
-def missing_node_tools(bin_dir: Path) -> list[str]:
-    """What tests/node/build.sh should have made or installed but is not there."""
+def missing_node_tools(bin_dir: Path, release: str) -> list[str]:
+    """What tests/node/build.sh should have made or installed for a node of `release` (e.g.
+    "v1.34") but is not there."""
     missing = [n for n in NODE_BINARIES if not os.access(bin_dir / n, os.X_OK)]
+    missing += [
+        f"{release}/{n}" for n in RELEASE_BINARIES if not os.access(bin_dir / release / n, os.X_OK)
+    ]
     missing += [
         f"images/{n}.tar" for n in IMAGES if not (bin_dir / "images" / f"{n}.tar").is_file()
     ]
     host = (RUNC, *(CNI_BIN_DIR / p for p in ("bridge", "host-local", "loopback")))
     missing += [str(p) for p in host if not p.exists()]
     return missing
-
-
-def kubelet_version(bin_dir: Path) -> str:
-    """`kubelet --version` of the built kubelet, e.g. "v1.35.4"."""
-    done = subprocess.run(
-        [str(bin_dir / "kubelet"), "--version"], capture_output=True, text=True, check=True
-    )
-    return done.stdout.split()[-1]
-
-
-def skew_problem(kubelet: str, apiserver: str) -> str | None:
-    """Why a kubelet of this version may not join this apiserver (Kubernetes' version-skew
-    policy: not newer, at most three minor versions older), or None."""
-
-    def minor(version: str) -> tuple[int, int]:
-        major, minor, *_ = version.lstrip("v").split(".")
-        return int(major), int(minor)
-
-    (k_major, k_minor), (a_major, a_minor) = minor(kubelet), minor(apiserver)
-    if (k_major, k_minor) > (a_major, a_minor):
-        return f"kubelet {kubelet} is newer than kube-apiserver {apiserver}"
-    if k_major != a_major or a_minor - k_minor > 3:
-        return f"kubelet {kubelet} is more than three minor versions older than {apiserver}"
-    return None
 
 
 def node_ip() -> str:
@@ -147,6 +130,7 @@ class RealNode:
         plane: ControlPlaneLike,
         *,
         name: str,
+        release: str,
         devices: Sequence[Obj],
         api: Any,
         start_timeout: float = 120.0,
@@ -155,8 +139,10 @@ class RealNode:
     ) -> None:
         """`pod_network`: pods reach the host and the API server, as the chart's webhook
         pods must (the host routes to pod IPs through the bridge, pods route through it, and
-        SERVICE_IP:443 on the host relays to the API server)."""
+        SERVICE_IP:443 on the host relays to the API server). `release`: the control plane's,
+        e.g. "v1.34", whose kubelet and plugin run."""
         self.bin_dir = bin_dir
+        self.release = release
         self.work_dir = work_dir
         self.plane = plane
         self.name = name
@@ -183,7 +169,7 @@ class RealNode:
     # -- start ---------------------------------------------------------------------------------
 
     def start(self) -> None:
-        missing = missing_node_tools(self.bin_dir)
+        missing = missing_node_tools(self.bin_dir, self.release)
         if missing:
             raise NodeError(f"missing {', '.join(missing)} in {self.bin_dir}: run {BUILD_HINT}")
         if os.geteuid() != 0:
@@ -234,10 +220,13 @@ class RealNode:
         # containerd finds containerd-shim-runc-v2 on PATH.
         return {**os.environ, "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
 
+    def _binary(self, name: str) -> Path:
+        return self.bin_dir / (f"{self.release}/{name}" if name in RELEASE_BINARIES else name)
+
     def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
         with (self.log_dir / f"{name}.log").open("ab") as log:
             process = subprocess.Popen(
-                [str(self.bin_dir / name), *args],
+                [str(self._binary(name)), *args],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
