@@ -5,7 +5,7 @@ the in-tree path, and webhooks that do nothing.
                             [--setups ...] [--profile DIR] [--trace DIR]
 
 One control plane of the newest release (tests/k8s), where KEP-5004's DRAExtendedResource is
-GA, and six setups measured one after the other on the same pods:
+GA, and eight setups measured one after the other on the same pods:
 
 - device plugin: fake nodes advertise nvidia.com/gpu in their allocatable; no webhook;
   DeviceClass gpu.nvidia.com without extendedResourceName;
@@ -20,13 +20,19 @@ GA, and six setups measured one after the other on the same pods:
 - in-tree + empty webhook: the in-tree path behind the empty webhook, a webhook's round trip
   under the same DRA work as gpu2dra's pods bring;
 - gpu2dra beside in-tree: gpu2dra with the class serving nvidia.com/gpu in-tree, leaving the
-  plain pods to the scheduler (inTree: defer).
+  plain pods to the scheduler (inTree: defer);
+- empty webhook + gpu2dra's patch: the empty webhook answering, for every pod, the patch
+  gpu2dra answered for the bench pod (after the gpu2dra setup, its templates copied): what
+  the API server does with gpu2dra's answer, apart from what computing it costs;
+- translated pods: no webhook; each pod created as gpu2dra's patch makes it, its templates
+  copied: what storing and running a translated pod costs, apart from any webhook.
 
 The plugin nodes and the DRA nodes are two node sets (a label and a nodeSelector), each with
 enough GPUs (8 a node) for every pod of a workload; a setup's pods are deleted, and their
 claims gone, before the next workload. Workloads per setup: pods created at steady rates, and
-an indexed Job made by the real job controller (the time until every pod is bound); for
-gpu2dra, the first pods of new shapes too (one at a time, and in bursts). Each workload is
+an indexed Job made by the real job controller (the time until every pod is bound; not for
+the last two setups, whose patch is a bare pod's); for gpu2dra, the first pods of new shapes
+too (one at a time, and in bursts). Each workload is
 measured from every side (tests/bench/costs.py): the client's clock; the API server's audit
 log, histograms and their sums; the CPU and core waits of each process; gpu2dra's own
 counters (its answer, its event loop's lag, its handshakes, its API calls).
@@ -49,13 +55,14 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import orjson
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
@@ -100,7 +107,11 @@ SETUPS = (
     "in-tree",
     "in-tree + empty webhook",
     "gpu2dra beside in-tree",
+    "empty webhook + gpu2dra's patch",
+    "translated pods",
 )
+# Setups that replay what gpu2dra answered in its own setup, which must run before them.
+REPLAYS = ("empty webhook + gpu2dra's patch", "translated pods")
 
 
 # -- a small raw client: pre-encoded bodies, one keep-alive connection a thread -----------------
@@ -327,6 +338,37 @@ def as_service_account(plane: ControlPlane, docs: list[Obj], kubeconfig: Path) -
     return str(account)
 
 
+@dataclass(frozen=True)
+class Replay:
+    """What gpu2dra answered for the bench pod in `namespace`: its base64 JSONPatch."""
+
+    namespace: str
+    patch: str
+
+    def translated(self, name: str, nodes: str) -> Obj:
+        """The bench pod as gpu2dra's patch makes it."""
+        ops = orjson.loads(base64.b64decode(self.patch))
+        return dict(jsonpatch.apply_patch(pod(name, nodes), ops))
+
+
+def copy_templates(kube: Kube, replay: Replay, target: str) -> None:
+    """The ResourceClaimTemplates gpu2dra's patch names, created again in `target`."""
+    path = "/apis/resource.k8s.io/v1/namespaces/{}/resourceclaimtemplates"
+    named = base64.b64decode(replay.patch).decode()
+    listed = kube.call("GET", path.format(replay.namespace))["items"]
+    copied = [t for t in listed if f'"{t["metadata"]["name"]}"' in named]
+    assert copied, f"no template of gpu2dra's patch in {replay.namespace}"
+    for template in copied:
+        meta = template["metadata"]
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": meta["name"], "labels": meta.get("labels", {})},
+            "spec": template["spec"],
+        }
+        kube.call("POST", path.format(target), body)
+
+
 def set_extended_resource_name(kube: Kube, value: str | None) -> None:
     kube.call(
         "PATCH",
@@ -345,15 +387,20 @@ def create_namespace(kube: Kube, name: str, labels: dict[str, str] | None = None
 
 
 @contextmanager
-def empty_webhook(api: Any, namespace: str, work: Path) -> Iterator[int]:
-    """The floor app serving as the mutating webhook of `namespace`'s pod creates."""
+def empty_webhook(api: Any, namespace: str, work: Path, patch: str = "") -> Iterator[int]:
+    """The floor app serving as the mutating webhook of `namespace`'s pod creates; answering
+    `patch` (base64 JSONPatch) for every pod when given."""
     paths = make_certs(["localhost"], ["127.0.0.1"]).write(work / "certs")
     port = free_port()
     url = f"https://127.0.0.1:{port}/"
     command = floor_command(port, paths["tls.crt"], paths["tls.key"])
     # its traceback for the readiness probe (a GET, no review) is noise: both streams dropped
     process = subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        command,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "GPU2DRA_FLOOR_PATCH": patch},
     )
     try:
         wait_up(url, process)
@@ -835,12 +882,20 @@ class Options:
     workers: int
 
 
-def run_setup(setup: str, sides: Sides, namespace: str, nodes: str, opts: Options) -> list[Result]:
+def run_setup(
+    setup: str,
+    sides: Sides,
+    namespace: str,
+    nodes: str,
+    opts: Options,
+    make: Callable[[str, str], Obj] = lambda name, nodes: pod(name, nodes),
+) -> list[Result]:
+    """The workloads of one setup, its pods made by `make(name, nodes)`."""
     kube = sides.kube
     results: list[Result] = []
     # Warm-up: the first pods of the shape (gpu2dra: the template), and a check that the
     # setup's path is the one taken.
-    warm = [orjson.dumps(pod(f"warm-{i}", nodes)) for i in range(20)]
+    warm = [orjson.dumps(make(f"warm-{i}", nodes)) for i in range(20)]
     with watching(kube, namespace, "bench=pod") as watch:
         _, errors, _ = create_at_rate(kube, namespace, warm, 20, 8)
         assert not errors, f"{setup}: warm-up pods were refused"
@@ -855,13 +910,15 @@ def run_setup(setup: str, sides: Sides, namespace: str, nodes: str, opts: Option
         "in-tree": not claims and bool(extended),
         "in-tree + empty webhook": not claims and bool(extended),
         "gpu2dra beside in-tree": not claims and bool(extended),  # deferred, inTree: defer
+        "empty webhook + gpu2dra's patch": bool(claims) and not extended,
+        "translated pods": bool(claims) and not extended,
     }[setup]
     assert path_ok, f"{setup}: the pod did not take the expected path: {placed['spec']}"
     clean(kube, namespace)
 
     for rate in opts.rates:
         count = max(1, round(rate * opts.seconds))
-        bodies = [orjson.dumps(pod(f"r{rate:g}-{i}", nodes)) for i in range(count)]
+        bodies = [orjson.dumps(make(f"r{rate:g}-{i}", nodes)) for i in range(count)]
         result = Result(setup, f"create at {rate:g}/s", count)
         print(f"{setup}: {count} pods at {rate:g}/s", flush=True)
         profile = opts.seconds if rate == max(opts.rates) else 0
@@ -877,6 +934,8 @@ def run_setup(setup: str, sides: Sides, namespace: str, nodes: str, opts: Option
         results.append(result)
         clean(kube, namespace)
 
+    if setup in REPLAYS:
+        return results  # the patch replayed is a bare pod's, not a Job template's
     result = Result(setup, f"Job of {opts.job_pods} pods", opts.job_pods)
     print(f"{setup}: indexed Job of {opts.job_pods} pods", flush=True)
     with watching(kube, namespace, "bench=job") as watch, measuring(result, sides, namespace):
@@ -1240,6 +1299,9 @@ def main() -> None:
     unknown = set(setups) - set(SETUPS)
     if unknown:
         parser.error(f"unknown setups {sorted(unknown)}; known: {', '.join(SETUPS)}")
+    replays = [i for i, s in enumerate(setups) if s in REPLAYS]
+    if replays and ("gpu2dra" not in setups or setups.index("gpu2dra") > min(replays)):
+        parser.error(f"{', '.join(REPLAYS)} replay gpu2dra's answer: list gpu2dra before them")
     qps, burst = args.client_qps.split(",")
     client_qps = (float(qps), int(burst))
     opts = Options(rates, args.seconds, args.job_pods, args.shapes, args.workers)
@@ -1250,6 +1312,7 @@ def main() -> None:
     per_set = math.ceil(most / GPUS_PER_NODE)
     loads = [load_average()]
     results: list[Result] = []
+    replay: Replay | None = None  # what gpu2dra answered, for the setups in REPLAYS
     sizes = ""
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="gpu2dra-bench-e2e-") as tmp:
@@ -1280,9 +1343,7 @@ def main() -> None:
             t0 = time.monotonic()
             if {"device plugin", "empty webhook"} & set(setups):
                 create_nodes(plane, "plugin", per_set, dra=False)
-            if {"gpu2dra", "in-tree", "in-tree + empty webhook", "gpu2dra beside in-tree"} & set(
-                setups
-            ):
+            if set(setups) - {"device plugin", "empty webhook"}:
                 create_nodes(plane, "dra", per_set, dra=True)
             print(
                 f"{per_set} nodes of {GPUS_PER_NODE} GPUs per node set in "
@@ -1290,7 +1351,7 @@ def main() -> None:
                 flush=True,
             )
             for setup in setups:
-                namespace = "bench-" + setup.replace(" + ", "-").replace(" ", "-")
+                namespace = "bench-" + setup.replace(" + ", "-").replace(" ", "-").replace("'", "")
                 loads.append(load_average())
                 if setup == "device plugin":
                     create_namespace(kube, namespace)
@@ -1303,6 +1364,22 @@ def main() -> None:
                             results += run_setup(setup, sides(pid), namespace, "plugin", opts)
                     finally:
                         api.close()
+                elif setup in REPLAYS:
+                    assert replay, "gpu2dra's setup runs before the setups that replay it"
+                    create_namespace(kube, namespace)
+                    copy_templates(kube, replay, namespace)
+                    if setup == "translated pods":
+                        make = replay.translated
+                        results += run_setup(setup, sides(), namespace, "dra", opts, make)
+                    else:
+                        api = plane.api_client()
+                        try:
+                            with empty_webhook(
+                                api, namespace, work / "replay", replay.patch
+                            ) as pid:
+                                results += run_setup(setup, sides(pid), namespace, "dra", opts)
+                        finally:
+                            api.close()
                 elif setup.startswith("in-tree"):
                     set_extended_resource_name(kube, GPU)
                     time.sleep(2)  # the scheduler's informer
@@ -1352,6 +1429,8 @@ def main() -> None:
                         )
                         print(size, flush=True)
                         sizes = f"{sizes}; {size}" if sizes else size
+                        if not beside:
+                            replay = Replay(namespace, answer["patch"])
                         measured = sides(hook.process.pid, Gpu2dra(hook))
                         results += run_setup(setup, measured, namespace, "dra", opts)
                         if not beside:

@@ -1,11 +1,17 @@
 """The floor: the least a Python webhook can do. A bare ASGI app that parses the review and
-answers `allowed`, served by the same uvicorn settings as gpu2dra."""
+answers `allowed`, served by the same uvicorn settings as gpu2dra. With GPU2DRA_FLOOR_PATCH
+set (a base64 JSONPatch) it answers that patch for every review: what the API server does
+with a patch, apart from what computing it costs."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import orjson
+
+PATCH = os.environ.get("GPU2DRA_FLOOR_PATCH", "")
+PATCHED = {"patchType": "JSONPatch", "patch": PATCH} if PATCH else {}
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -24,7 +30,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         {
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
-            "response": {"uid": uid, "allowed": True},
+            "response": {"uid": uid, "allowed": True, **PATCHED},
         }
     )
     await send(
