@@ -5,7 +5,7 @@ the in-tree path, and webhooks that do nothing.
                             [--setups ...] [--profile DIR] [--trace DIR]
 
 One control plane of the newest release (tests/k8s), where KEP-5004's DRAExtendedResource is
-GA, and eight setups measured one after the other on the same pods:
+GA, and nine setups measured one after the other on the same pods:
 
 - device plugin: fake nodes advertise nvidia.com/gpu in their allocatable; no webhook;
   DeviceClass gpu.nvidia.com without extendedResourceName;
@@ -24,6 +24,9 @@ GA, and eight setups measured one after the other on the same pods:
 - empty webhook + gpu2dra's patch: the empty webhook answering, for every pod, the patch
   gpu2dra answered for the bench pod (after the gpu2dra setup, its templates copied): what
   the API server does with gpu2dra's answer, apart from what computing it costs;
+- empty webhook in gpu2dra's place: the same, registered with gpu2dra's webhook
+  configurations (the chart's selectors, matchConditions and validating webhooks), the
+  namespace labelled enabled: what the chart's registration costs, apart from gpu2dra;
 - translated pods: no webhook; each pod created as gpu2dra's patch makes it, its templates
   copied: what storing and running a translated pod costs, apart from any webhook.
 
@@ -31,7 +34,7 @@ The plugin nodes and the DRA nodes are two node sets (a label and a nodeSelector
 enough GPUs (8 a node) for every pod of a workload; a setup's pods are deleted, and their
 claims gone, before the next workload. Workloads per setup: pods created at steady rates, and
 an indexed Job made by the real job controller (the time until every pod is bound; not for
-the last two setups, whose patch is a bare pod's); for gpu2dra, the first pods of new shapes
+the last three setups, whose patch is a bare pod's); for gpu2dra, the first pods of new shapes
 too (one at a time, and in bursts). Each workload is
 measured from every side (tests/bench/costs.py): the client's clock; the API server's audit
 log, histograms and their sums; the CPU and core waits of each process; gpu2dra's own
@@ -108,10 +111,11 @@ SETUPS = (
     "in-tree + empty webhook",
     "gpu2dra beside in-tree",
     "empty webhook + gpu2dra's patch",
+    "empty webhook in gpu2dra's place",
     "translated pods",
 )
 # Setups that replay what gpu2dra answered in its own setup, which must run before them.
-REPLAYS = ("empty webhook + gpu2dra's patch", "translated pods")
+REPLAYS = SETUPS[-3:]
 
 
 # -- a small raw client: pre-encoded bodies, one keep-alive connection a thread -----------------
@@ -344,6 +348,7 @@ class Replay:
 
     namespace: str
     patch: str
+    configs: tuple[Obj, ...]  # gpu2dra's webhook configurations, as the chart renders them
 
     def translated(self, name: str, nodes: str) -> Obj:
         """The bench pod as gpu2dra's patch makes it."""
@@ -369,6 +374,15 @@ def copy_templates(kube: Kube, replay: Replay, target: str) -> None:
         kube.call("POST", path.format(target), body)
 
 
+def label_namespace(kube: Kube, name: str, mode: str) -> None:
+    kube.call(
+        "PATCH",
+        f"/api/v1/namespaces/{name}",
+        {"metadata": {"labels": {"gpu2dra.io/migration": mode}}},
+        content_type="application/merge-patch+json",
+    )
+
+
 def set_extended_resource_name(kube: Kube, value: str | None) -> None:
     kube.call(
         "PATCH",
@@ -387,9 +401,12 @@ def create_namespace(kube: Kube, name: str, labels: dict[str, str] | None = None
 
 
 @contextmanager
-def empty_webhook(api: Any, namespace: str, work: Path, patch: str = "") -> Iterator[int]:
+def empty_webhook(
+    api: Any, namespace: str, work: Path, patch: str = "", in_place_of: Sequence[Obj] = ()
+) -> Iterator[int]:
     """The floor app serving as the mutating webhook of `namespace`'s pod creates; answering
-    `patch` (base64 JSONPatch) for every pod when given."""
+    `patch` (base64 JSONPatch) for every pod when given; registered with the webhook
+    configurations `in_place_of` (their clientConfig pointed at it) when given."""
     paths = make_certs(["localhost"], ["127.0.0.1"]).write(work / "certs")
     port = free_port()
     url = f"https://127.0.0.1:{port}/"
@@ -402,9 +419,17 @@ def empty_webhook(api: Any, namespace: str, work: Path, patch: str = "") -> Iter
         stderr=subprocess.DEVNULL,
         env={**os.environ, "GPU2DRA_FLOOR_PATCH": patch},
     )
+    names: list[str] = []
     try:
         wait_up(url, process)
         ca = base64.b64encode(paths["ca.crt"].read_bytes()).decode()
+        if in_place_of:
+            configs = [pointed(doc, url, ca) for doc in in_place_of if doc["kind"] in HOOK_KINDS]
+            names = sorted({c["metadata"]["name"] for c in configs})
+            register(api, configs)
+            time.sleep(2)  # the API server's webhook informer
+            yield process.pid
+            return
         hook = {
             "name": EMPTY_WEBHOOK,
             "clientConfig": {"url": url, "caBundle": ca},
@@ -431,13 +456,24 @@ def empty_webhook(api: Any, namespace: str, work: Path, patch: str = "") -> Iter
             "metadata": {"name": "bench-empty"},
             "webhooks": [hook],
         }
+        names = ["bench-empty"]
         register(api, [config])
         time.sleep(2)  # the API server's webhook informer
         yield process.pid
     finally:
-        unregister(api, "bench-empty")
+        for name in names:
+            unregister(api, name)
         process.terminate()
         process.wait(timeout=30)
+
+
+HOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
+
+def pointed(config: Obj, url: str, ca: str) -> Obj:
+    """A webhook configuration whose every webhook calls `url`, trusting `ca`."""
+    hooks = [{**h, "clientConfig": {"url": url, "caBundle": ca}} for h in config["webhooks"]]
+    return {**config, "webhooks": hooks}
 
 
 def clean(kube: Kube, namespace: str, timeout: float = 300) -> float:
@@ -911,6 +947,7 @@ def run_setup(
         "in-tree + empty webhook": not claims and bool(extended),
         "gpu2dra beside in-tree": not claims and bool(extended),  # deferred, inTree: defer
         "empty webhook + gpu2dra's patch": bool(claims) and not extended,
+        "empty webhook in gpu2dra's place": bool(claims) and not extended,
         "translated pods": bool(claims) and not extended,
     }[setup]
     assert path_ok, f"{setup}: the pod did not take the expected path: {placed['spec']}"
@@ -1372,10 +1409,15 @@ def main() -> None:
                         make = replay.translated
                         results += run_setup(setup, sides(), namespace, "dra", opts, make)
                     else:
+                        # in gpu2dra's place: its configurations, the chart's selectors and
+                        # matchConditions, registered for the empty webhook
+                        configs = replay.configs if "place" in setup else ()
+                        if configs:
+                            label_namespace(kube, namespace, "enabled")
                         api = plane.api_client()
                         try:
                             with empty_webhook(
-                                api, namespace, work / "replay", replay.patch
+                                api, namespace, work / "replay", replay.patch, configs
                             ) as pid:
                                 results += run_setup(setup, sides(pid), namespace, "dra", opts)
                         finally:
@@ -1430,7 +1472,7 @@ def main() -> None:
                         print(size, flush=True)
                         sizes = f"{sizes}; {size}" if sizes else size
                         if not beside:
-                            replay = Replay(namespace, answer["patch"])
+                            replay = Replay(namespace, answer["patch"], tuple(docs))
                         measured = sides(hook.process.pid, Gpu2dra(hook))
                         results += run_setup(setup, measured, namespace, "dra", opts)
                         if not beside:
