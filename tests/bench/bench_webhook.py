@@ -5,12 +5,14 @@
 Prints one table: requests/s, p50, p99, ratio to the floor, the server's CPU time per request
 and the same ratio by it (what another process on the server's core cannot skew), RSS before
 and after, and the API calls the webhook made while under load (must be 0 once its caches are
-warm). Not a test: the figures depend on the machine; the README shows the latest run.
+warm); then both servers asked one request at a time, as the API server asks at a low create
+rate. Not a test: the figures depend on the machine; the README shows the latest run.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import re
 import shutil
@@ -20,6 +22,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -201,6 +204,56 @@ def vegeta(url: str, body: Path, rate: float, seconds: int, work: Path) -> Row:
     return Row("", report["throughput"], latency["50th"] / 1e6, latency["99th"] / 1e6)
 
 
+def one_at_a_time(urls: list[str], body: bytes, count: int, interval: float) -> list[Row]:
+    """Each URL asked in turn, `interval` seconds apart, one request in flight, each over its
+    own kept-alive TLS connection: what the API server waits for at a low create rate, where
+    every request wakes an idle server, apart from the API server. The client's clock."""
+    import ssl
+
+    context = ssl._create_unverified_context()  # a local probe, as wrk and vegeta
+    connections = []
+    for url in urls:
+        parts = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPSConnection(parts.netloc, context=context)
+        connections.append((conn, parts.path or "/"))
+    times: list[list[float]] = [[] for _ in urls]
+    headers = {"Content-Type": "application/json"}
+    try:
+        for i in range(count + 5):  # the first five open the connections, and are not kept
+            for (conn, path), kept in zip(connections, times, strict=True):
+                time.sleep(interval)
+                started = time.perf_counter()
+                conn.request("POST", path, body, headers)
+                response = conn.getresponse()
+                response.read()
+                took = time.perf_counter() - started
+                if response.status != 200:
+                    raise SystemExit(f"{path}: answered {response.status}")
+                if i >= 5:
+                    kept.append(took)
+    finally:
+        for conn, _ in connections:
+            conn.close()
+    rate = 1 / (interval * len(urls))
+    return [
+        Row("", rate, statistics.median(t) * 1e3, sorted(t)[int(len(t) * 0.99)] * 1e3)
+        for t in times
+    ]
+
+
+def own_totals(metrics_url: str) -> tuple[float, float]:
+    """gpu2dra's own time answering /mutate so far, and its answers (gpu2dra_request_seconds)."""
+    return (
+        metrics_total(metrics_url, r'gpu2dra_request_seconds_sum\{endpoint="mutate"\}'),
+        metrics_total(metrics_url, r'gpu2dra_request_seconds_count\{endpoint="mutate"\}'),
+    )
+
+
+def mean_since(before: tuple[float, float], now: tuple[float, float]) -> float:
+    """The mean of the answers between two `own_totals`."""
+    return (now[0] - before[0]) / (now[1] - before[1])
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -323,6 +376,12 @@ def main() -> None:
     parser.add_argument(
         "--soak", type=int, default=1_000_000, help="requests for the memory check (0 to skip)"
     )
+    parser.add_argument(
+        "--one-at-a-time",
+        type=int,
+        default=200,
+        help="requests to each server one at a time, 0.1 s apart (0 to skip)",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None or not VEGETA.exists():
         raise SystemExit("wrk or vegeta is missing: bash tests/bench/run.sh installs both")
@@ -386,6 +445,7 @@ def main() -> None:
                 hot = r'gpu2dra_api_calls_total\{resource="resourceclaim\w*",verb="(create|get)"\}'
                 before = metrics_total(calls, hot)
                 rows: list[Row] = []
+                own_loaded = 0.0  # gpu2dra's own mean answer to a remembered pod, under load
                 for name, path, label, lua in [
                     ("gpu", "/mutate", "/mutate, GPU pod (translated)", POST_LUA),
                     ("gpu", "/mutate", "/mutate, GPU pod, each its own rank in env", WORKER_LUA),
@@ -393,6 +453,7 @@ def main() -> None:
                     ("plain", "/mutate", "/mutate, pod without GPUs", POST_LUA),
                     ("template", "/validate", "/validate, ResourceClaimTemplate", POST_LUA),
                 ]:
+                    own_before = own_totals(calls)
                     pairs = [
                         (
                             wrk(floor_url, files["gpu"], args.seconds, work, pid=bare.pid),
@@ -411,6 +472,8 @@ def main() -> None:
                         f.cpu_us / r.cpu_us for f, r in pairs if f.cpu_us and r.cpu_us
                     )
                     rows += [floor, row]
+                    if lua is POST_LUA and name == "gpu":  # a remembered pod, under load
+                        own_loaded = mean_since(own_before, own_totals(calls))
                 rate = rows[0].rps / 2
                 halves = [
                     (
@@ -427,6 +490,16 @@ def main() -> None:
                 half.name = "/mutate, GPU pod, at half the floor's rate (vegeta)"
                 half.ratio = half.rps / rows[0].rps
                 rows += [floor_half, half]
+                alone: list[Row] = []
+                if args.one_at_a_time:
+                    own_before = own_totals(calls)
+                    alone = one_at_a_time(
+                        [floor_url, f"{base}/mutate"], bodies["gpu"], args.one_at_a_time, 0.1
+                    )
+                    own_alone = mean_since(own_before, own_totals(calls))
+                    alone[0].name = "floor, one request at a time"
+                    alone[1].name = "/mutate, GPU pod, one request at a time"
+                    rows += alone
                 api_calls = metrics_total(calls, hot) - before
                 if args.soak:
                     rss_start = rss_mib(hook.pid)  # the memo already full from the rows above
@@ -451,6 +524,15 @@ def main() -> None:
         f"\nAPI calls on the admission path under load: {api_calls:.0f} "
         f"(with the soak: {api_calls_total:.0f})"
     )
+    if alone:
+        floor_alone, hook_alone = alone
+        print(
+            f"One request at a time: gpu2dra's p50 {hook_alone.p50_ms:.3f} ms, "
+            f"{hook_alone.p50_ms - floor_alone.p50_ms:+.3f} ms beyond the floor's "
+            f"{floor_alone.p50_ms:.3f} ({args.one_at_a_time} requests each); by its own clock "
+            f"(gpu2dra_request_seconds), {own_alone * 1e6:.0f} µs an answer on average, against "
+            f"{own_loaded * 1e6:.0f} µs under load"
+        )
     work = Path(tempfile.mkdtemp())
     job = yaml.safe_load((ROOT / "examples" / "training-job.yaml").read_text())
     for what, document in (("the example Job", job), ("the typical GPU pod", payloads.gpu_pod())):

@@ -402,10 +402,15 @@ def create_namespace(kube: Kube, name: str, labels: dict[str, str] | None = None
 
 @contextmanager
 def empty_webhook(
-    api: Any, namespace: str, work: Path, patch: str = "", in_place_of: Sequence[Obj] = ()
+    api: Any,
+    namespace: str,
+    work: Path,
+    patch: str = "",
+    in_place_of: Sequence[Obj] = (),
+    name: str = EMPTY_WEBHOOK,
 ) -> Iterator[int]:
-    """The floor app serving as the mutating webhook of `namespace`'s pod creates; answering
-    `patch` (base64 JSONPatch) for every pod when given; registered with the webhook
+    """The floor app serving as the mutating webhook `name` of `namespace`'s pod creates;
+    answering `patch` (base64 JSONPatch) for every pod when given; registered with the webhook
     configurations `in_place_of` (their clientConfig pointed at it) when given."""
     paths = make_certs(["localhost"], ["127.0.0.1"]).write(work / "certs")
     port = free_port()
@@ -431,7 +436,7 @@ def empty_webhook(
             yield process.pid
             return
         hook = {
-            "name": EMPTY_WEBHOOK,
+            "name": name,
             "clientConfig": {"url": url, "caBundle": ca},
             "rules": [
                 {
@@ -450,13 +455,13 @@ def empty_webhook(
             "admissionReviewVersions": ["v1"],
             "timeoutSeconds": 5,
         }
+        names = [f"bench-{name.split('.')[0]}"]
         config = {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": "bench-empty"},
+            "metadata": {"name": names[0]},
             "webhooks": [hook],
         }
-        names = ["bench-empty"]
         register(api, [config])
         time.sleep(2)  # the API server's webhook informer
         yield process.pid
@@ -640,6 +645,7 @@ class Result:
     handshakes: float | None = None  # gpu2dra's TLS handshakes completed
     gil_percent: dict[str, float] = field(default_factory=dict)  # by gpu2dra thread (py-spy)
     means_us: dict[str, float] = field(default_factory=dict)  # the API server's, sum / count
+    per_pod: dict[str, float] = field(default_factory=dict)  # of those, calls or evaluations
     segments: dict[str, float] = field(default_factory=dict)  # --trace: ms of each part
     notes: list[str] = field(default_factory=list)
 
@@ -797,6 +803,8 @@ def measuring(
         if count > was_count:
             mean = (seconds - was_seconds) / (count - was_count)
             result.means_us[key] = round(mean * 1e6, 1)
+            if result_pods:
+                result.per_pod[key] = round((count - was_count) / result_pods, 2)
     cost = spent(before_cpu, snapshot(sides.pids), result_pods)
     result.busy_percent, result.cpu_ms_per_pod = cost.busy_percent, cost.ms_per_pod
     result.wait_ms_per_pod = cost.wait_ms_per_pod
@@ -1231,14 +1239,17 @@ def costs_table(results: list[Result]) -> str:
         "CPU ms per pod",
         "waiting for a core, ms per pod",
         "GIL held (py-spy)",
-        "API server's means, µs (sum / count)",
+        "API server's means, µs (sum / count; per pod)",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for r in results:
         cpu = ", ".join(f"{SHORT.get(k, k)} {v:.2f}" for k, v in r.cpu_ms_per_pod.items())
         gil = ", ".join(f"{k} {v:.1f} %" for k, v in r.gil_percent.items())
         waits = ", ".join(f"{SHORT.get(k, k)} {v:.2f}" for k, v in r.wait_ms_per_pod.items())
-        means = ", ".join(f"{k.split('.gpu2dra')[0]} {v:g}" for k, v in r.means_us.items())
+        means = ", ".join(
+            f"{k.split('.gpu2dra')[0]} {v:g} (x{r.per_pod.get(k, 0):g})"
+            for k, v in r.means_us.items()
+        )
         cells = [
             r.setup,
             r.workload,
