@@ -59,7 +59,7 @@ def make_cluster(settings: Settings, metrics: Metrics) -> Cluster:
     try:
         api = api_client(in_cluster_first=True)
     except NoCluster as err:
-        if settings.in_pod:  # `gpu2dra serve` says so before it starts: see app/cli.py
+        if settings.in_pod:  # `gpu2dra serve` says so before it starts: see app/cli/commands.py
             raise NotServing(f"running in a pod, but no in-cluster client: {err}") from None
         log.info("offline mode: %s", err)
         return OfflineCluster(settings.policy)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
-from app import cli
+from app.cli import arguments
 from app.core import policy
 from app.core.outcomes import Code
 
@@ -85,9 +85,9 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def cli_reference() -> str:
-    parser = cli.parser()
+    parser = arguments.parser()
     out = [
-        _banner("the argument parser in app/cli.py"),
+        _banner("the argument parser in app/cli/arguments.py"),
         "# Command line reference",
         "",
         f"`gpu2dra`: {parser.description} `python -m app` is the "

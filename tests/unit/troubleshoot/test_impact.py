@@ -8,7 +8,7 @@ import orjson
 import pytest
 from kubernetes.client import ApiClient
 
-from app import cli
+from app.cli import arguments, commands
 from app.core.policy import parse_policy
 from app.troubleshoot import impact
 from app.troubleshoot.client import NotFound, Reader, ReadError
@@ -315,6 +315,6 @@ def test_label_selectors() -> None:
 
 
 def test_the_command_parses_its_scope() -> None:
-    args = cli.parser().parse_args(["impact", "-n", "ml", "-o", "json"])
+    args = arguments.parser().parse_args(["impact", "-n", "ml", "-o", "json"])
     assert (args.namespace, args.all_namespaces, args.output) == ("ml", False, "json")
-    assert "impact" in cli.COMMANDS
+    assert "impact" in commands.COMMANDS

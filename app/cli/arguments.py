@@ -1,37 +1,18 @@
-"""`gpu2dra`: serve the webhook, translate manifests offline, make certificates."""
+"""The command line's grammar: `gpu2dra`'s commands, their options and how each is read."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import re
-import sys
-from collections.abc import Callable
 from dataclasses import fields
 from datetime import timedelta
 from importlib import metadata
 from pathlib import Path
 
-from app.core.catalog import Catalog
 from app.core.mig import mig_profile
-from app.core.policy import MODES, PolicyError, load_policy
-from app.kubeconfig import NoCluster, api_client
-from app.manifests.documents import ManifestError
-from app.manifests.render import translate_text
-from app.webhook import logs
-from app.webhook.certs import make_certs, service_names
+from app.core.policy import MODES
 from app.webhook.settings import Listen, Settings
-
-_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-
-
-def _own_namespace() -> str | None:
-    if ns := os.environ.get("POD_NAMESPACE"):
-        return ns
-    try:
-        return _SA_NAMESPACE.read_text().strip() or None
-    except OSError:
-        return None
 
 
 def _profiles(text: str) -> list[str]:
@@ -288,175 +269,3 @@ def parser() -> argparse.ArgumentParser:
         "just before the pod that uses it is stored",
     )
     return top
-
-
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # `translate` refuses more (or /dev/zero) with one line
-
-
-def _translate(args: argparse.Namespace) -> int:
-    policy = load_policy(args.policy)
-    try:
-        if args.filename == "-":
-            raw = sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
-        else:
-            with open(args.filename, "rb") as file:
-                raw = file.read(MAX_MANIFEST_BYTES + 1)
-    except OSError as err:
-        raise ManifestError(f"{args.filename}: {err.strerror}") from None
-    if len(raw) > MAX_MANIFEST_BYTES:
-        raise ManifestError(f"{args.filename}: larger than {MAX_MANIFEST_BYTES} bytes")
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError:
-        raise ManifestError(f"{args.filename}: not UTF-8 text") from None
-    catalog = Catalog.of(policy.device_classes)
-    # Linux says which CPUs this process may use (a container's share); elsewhere, one.
-    jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    rendered = translate_text(
-        text, policy, catalog, args.namespace, args.mode, args.output, jobs=jobs
-    )
-    for warning in rendered.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    sys.stdout.buffer.write(rendered.body + (b"\n" if args.output == "json" else b""))
-    return 0
-
-
-def _certs(args: argparse.Namespace) -> int:
-    names = service_names(args.service, args.namespace) + args.dns
-    paths = make_certs(names, args.ip, days=args.days).write(args.out)
-    for name, path in paths.items():
-        print(f"{name}: {path}")
-    return 0
-
-
-def _serve(args: argparse.Namespace) -> int:
-    from app.webhook.runner import serve
-
-    logs.configure(args.log_level, args.log_format)
-    policy = load_policy(args.policy)
-    namespace = args.namespace or _own_namespace()
-    if namespace:
-        policy = policy.with_skipped(namespace)
-    writers = set(args.template_writer)
-    if args.service_account:
-        if not namespace:
-            print("gpu2dra: serve: --service-account needs --namespace", file=sys.stderr)
-            return 2
-        writers.add(f"system:serviceaccount:{namespace}:{args.service_account}")
-    settings = Settings(
-        policy=policy,
-        offline=args.offline,
-        max_body=args.max_body,
-        translate_enabled=not args.no_translate_endpoint,
-        api_timeout=args.api_timeout,
-        deadline=args.deadline,
-        template_writers=frozenset(writers),
-        in_pod=bool(os.environ.get("KUBERNETES_SERVICE_HOST")),
-    )
-    if settings.in_pod and not settings.offline:
-        try:
-            api_client(in_cluster_first=True)  # only reads the configuration: no request
-        except NoCluster as err:
-            why = str(err).rstrip(".")
-            print(
-                f"gpu2dra: serve: running in a pod, but {why}: pods would be admitted "
-                "untranslated (--offline serves the policy alone)",
-                file=sys.stderr,
-            )
-            return 1
-    listen = Listen(
-        host=args.host,
-        port=args.port,
-        cert=args.cert,
-        key=args.key,
-        cert_reload_interval=args.cert_reload_interval,
-        drain_seconds=args.drain_seconds,
-        log_level=args.log_level,
-    )
-    serve(settings, listen)
-    return 0
-
-
-def _exporter(args: argparse.Namespace) -> int:
-    from app.webhook.exporter import DRIVERS, Exporter, serve
-
-    logs.configure(args.log_level, args.log_format)
-    try:
-        api = api_client(args.kubeconfig, in_cluster_first=args.kubeconfig is None)
-    except NoCluster as err:
-        print(f"gpu2dra: exporter: {err}", file=sys.stderr)
-        return 1
-    serve(Exporter(api, args.driver or DRIVERS, args.api_timeout), args.host, args.port)
-    return 0
-
-
-def _doctor(args: argparse.Namespace) -> int:
-    from app.troubleshoot import doctor
-
-    return doctor.main(args)
-
-
-def _explain(args: argparse.Namespace) -> int:
-    from app.troubleshoot import explain
-
-    return explain.main(args)
-
-
-def _report(args: argparse.Namespace) -> int:
-    from app.troubleshoot import report
-
-    return report.main(args)
-
-
-def _impact(args: argparse.Namespace) -> int:
-    from app.troubleshoot import impact
-
-    return impact.main(args)
-
-
-def _deviceclasses(args: argparse.Namespace) -> int:
-    from app.troubleshoot import deviceclasses
-
-    return deviceclasses.main(args)
-
-
-def _prune_templates(args: argparse.Namespace) -> int:
-    from app.troubleshoot import prune
-
-    return prune.main(args)
-
-
-def _quota(args: argparse.Namespace) -> int:
-    from app.troubleshoot import quota
-
-    return quota.main(args)
-
-
-# Imported when run: `translate` does not pay for the kubernetes client, nor `doctor` for uvicorn.
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "serve": _serve,
-    "exporter": _exporter,
-    "translate": _translate,
-    "certs": _certs,
-    "doctor": _doctor,
-    "explain": _explain,
-    "report": _report,
-    "impact": _impact,
-    "deviceclasses": _deviceclasses,
-    "quota": _quota,
-    "prune-templates": _prune_templates,
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    from app.troubleshoot.client import ReadError
-
-    command_line = parser()
-    args = command_line.parse_args(argv)
-    if args.command == "serve" and (args.cert is None) != (args.key is None):
-        command_line.error("serve: --cert and --key go together")
-    try:
-        return COMMANDS[args.command](args)
-    except (ManifestError, PolicyError, ReadError) as err:
-        print(f"gpu2dra: {err}", file=sys.stderr)
-        return 1

@@ -1,0 +1,7 @@
+"""`gpu2dra`: serve the webhook, translate manifests offline, make certificates, troubleshoot.
+
+`arguments` holds the command line's grammar, `commands` what each command does."""
+
+from app.cli.commands import MAX_MANIFEST_BYTES, main
+
+__all__ = ["MAX_MANIFEST_BYTES", "main"]
