@@ -26,7 +26,6 @@ import re
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -67,6 +66,8 @@ SETUPS = (
     "translated pods",
 )
 KNOWN = (*SETUPS, MUTATING_ONLY)
+PLUGIN = ("device plugin", EMPTY)  # the device plugin's pods, on the plugin nodes
+TRANSLATED = "translated pods"
 NAME = "kubernetes.io/metadata.name"
 
 
@@ -117,7 +118,7 @@ def main() -> None:
     version = kubernetes_version(release)
     warm = 5
     per_setup = args.rounds + warm
-    plugin = sum(s in (EMPTY, "device plugin") for s in setups)
+    plugin = sum(s in PLUGIN for s in setups)
     plugin_nodes = math.ceil(plugin * per_setup / GPUS_PER_NODE)
     # gpu2dra's first pod makes its templates
     dra_nodes = math.ceil(((len(setups) - plugin) * per_setup + 1) / GPUS_PER_NODE)
@@ -173,19 +174,13 @@ def main() -> None:
                 home = work / prefix
                 stack.enter_context(empty_webhook(api, place, home, replay.patch, copies))
 
-        makers: dict[str, tuple[str, Callable[[str], Obj]]] = {
-            "device plugin": ("plugin", lambda n: pod(n, "plugin")),
-            EMPTY: ("plugin", lambda n: pod(n, "plugin")),
-            "gpu2dra": ("dra", lambda n: pod(n, "dra")),
-            "empty webhook + gpu2dra's patch": ("dra", lambda n: pod(n, "dra")),
-            PLACE: ("dra", lambda n: pod(n, "dra")),
-            MUTATING_ONLY: ("dra", lambda n: pod(n, "dra")),
-            "translated pods": ("dra", lambda n: replay.translated(n, "dra")),
-        }
+        def make(setup: str, name: str) -> Obj:
+            nodes = "plugin" if setup in PLUGIN else "dra"
+            return replay.translated(name, nodes) if setup == TRANSLATED else pod(name, nodes)
 
         def create(setup: str, name: str) -> float:
             path = f"/api/v1/namespaces/{namespace_of(setup)}/pods"
-            body = orjson.dumps(makers[setup][1](name))
+            body = orjson.dumps(make(setup, name))
             began = time.perf_counter()
             status, data = kube.request("POST", path, body)
             took = time.perf_counter() - began
@@ -198,7 +193,7 @@ def main() -> None:
                 create(setup, f"warm-{i}")
         check = kube.call("GET", f"/api/v1/namespaces/{namespace_of('gpu2dra')}/pods/warm-0")
         assert check["spec"].get("resourceClaims"), "gpu2dra did not translate the bench pod"
-        for setup in {EMPTY, "device plugin"} & set(setups):
+        for setup in set(PLUGIN) & set(setups):
             got = kube.call("GET", f"/api/v1/namespaces/{namespace_of(setup)}/pods/warm-0")
             assert not got["spec"].get("resourceClaims"), f"{setup}: a claim where none belongs"
 
