@@ -7,13 +7,14 @@ plane runs at a time: pytest groups the tests by release.
 
 Build the binaries first with tests/k8s/build.sh. The tests skip only when Go is not
 installed (and CI is not "true"); with Go, a missing binary is a failure that says to build.
-When a test fails, the control-plane logs and each gpu2dra webhook's log are copied to
-tests/e2e/logs/<release>/ (after the processes stopped, so they are complete).
+When a test fails, tests/e2e/logs/<release>/ gets the control-plane logs and each gpu2dra
+webhook's log (after the processes stopped, so they are complete), the real node's when it ran,
+and the failed test's namespace and the cluster's DRA objects as YAML (tests/support/
+failure_logs.py).
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.e2e.failure_logs import copy_logs
 from tests.support.cluster import (
     create_namespace,
     delete_namespace,
@@ -35,13 +35,14 @@ from tests.support.controlplane import (
     missing_binaries,
     releases,
 )
+from tests.support.failure_logs import LOG_COPY_DIR, copy_logs, dump_namespace, failure_dir
 from tests.support.tools import require_tools
 from tests.support.webhook import WEBHOOK_LOG, Webhook, running_webhook
 
-LOG_COPY_DIR = Path(__file__).parent / "logs"
 RELEASES = releases()
 _failed = pytest.StashKey[bool]()
 _copied_logs = pytest.StashKey[Path]()
+_reports = pytest.StashKey[dict[str, pytest.TestReport]]()
 _webhook_logs = pytest.StashKey[dict[str, dict[str, Path]]]()
 
 
@@ -60,6 +61,7 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    item.stash.setdefault(_reports, {})[report.when] = report
     if report.failed:
         item.session.stash[_failed] = True
     return report
@@ -102,9 +104,8 @@ def control_plane(
         plane.stop()
         if request.session.stash.get(_failed, False):
             webhook_logs = request.session.stash.get(_webhook_logs, {}).get(release, {})
-            if _copied_logs not in request.config.stash:  # the first copy of this run
-                shutil.rmtree(LOG_COPY_DIR, ignore_errors=True)
-            if copy_logs(plane.log_dir, webhook_logs, LOG_COPY_DIR / release):
+            dest = failure_dir(request.config, release)
+            if copy_logs(plane.log_dir, webhook_logs, dest):
                 request.config.stash[_copied_logs] = LOG_COPY_DIR
 
 
@@ -117,21 +118,37 @@ def api_client(control_plane: ControlPlane) -> Iterator[client.ApiClient]:
 
 
 @pytest.fixture
-def namespace(api_client: client.ApiClient) -> Iterator[str]:
-    """A fresh namespace whose default ServiceAccount exists (so pods can be created)."""
-    yield from _fresh_namespace(api_client)
+def namespace(
+    request: pytest.FixtureRequest,
+    release: str,
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+) -> Iterator[str]:
+    """A fresh namespace whose default ServiceAccount exists (so pods can be created); what
+    it holds is kept when the test fails."""
+    yield from _fresh_namespace(request, release, control_plane, api_client)
 
 
 @pytest.fixture
-def second_namespace(api_client: client.ApiClient) -> Iterator[str]:
+def second_namespace(
+    request: pytest.FixtureRequest,
+    release: str,
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+) -> Iterator[str]:
     """Another fresh namespace, for tests that compare two namespace modes."""
-    yield from _fresh_namespace(api_client)
+    yield from _fresh_namespace(request, release, control_plane, api_client)
 
 
-def _fresh_namespace(api: client.ApiClient) -> Iterator[str]:
+def _fresh_namespace(
+    request: pytest.FixtureRequest, release: str, plane: ControlPlane, api: client.ApiClient
+) -> Iterator[str]:
     name = create_namespace(api)
     wait_for_default_service_account(api, name)
     yield name
+    if any(r.failed for r in request.node.stash.get(_reports, {}).values()):
+        test = request.node.name.replace("/", "_")
+        dump_namespace(plane, name, failure_dir(request.config, release, f"{test}-{name}"))
     delete_namespace(api, name)
 
 

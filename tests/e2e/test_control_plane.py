@@ -22,7 +22,6 @@ from kubernetes import client
 from app.core.catalog import Catalog
 from app.core.policy import load_policy
 from app.core.translate import translate
-from tests.e2e.failure_logs import copy_logs
 from tests.support.cluster import (
     GPU_DRIVER,
     allocated_devices,
@@ -43,6 +42,7 @@ from tests.support.controlplane import (
     kubernetes_version,
     releases,
 )
+from tests.support.failure_logs import copy_logs, copy_node_logs
 from tests.support.tools import missing_tools
 
 pytestmark = pytest.mark.every_release
@@ -409,20 +409,27 @@ def test_e2e_skip_only_without_go_outside_ci(
         assert ("Go is not installed" in message) == (not go)
 
 
-def test_failure_copies_control_plane_and_webhook_logs(tmp_path: Path) -> None:
+def test_failure_copies_control_plane_webhook_and_node_logs(tmp_path: Path) -> None:
     plane_logs = tmp_path / "plane"
     plane_logs.mkdir()
     (plane_logs / "kube-apiserver.log").write_text("apiserver")
     webhook_log = tmp_path / "gpu2dra0" / "webhook.log"
     webhook_log.parent.mkdir()
     webhook_log.write_text('{"message": "translated"}')
+    node_logs = tmp_path / "node" / "logs"
+    (node_logs).mkdir(parents=True)
+    (node_logs / "kubelet.log").write_text("kubelet")
     dest = tmp_path / "logs"
-    dest.mkdir()
-    (dest / "stale.log").write_text("from an earlier run")
+    (dest / "test_x-e2e-1").mkdir(parents=True)
+    (dest / "test_x-e2e-1" / "namespace.yaml").write_text("a failed test's namespace")
 
     assert copy_logs(plane_logs, {"test_webhook": webhook_log}, dest)
-    assert sorted(p.name for p in dest.iterdir()) == [
+    copy_node_logs(node_logs, dest / "node-test_node")
+    copy_node_logs(tmp_path / "no-pod-logs", dest / "node-test_node" / "pods")
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*.*")) == [
         "kube-apiserver.log",
+        "node-test_node/kubelet.log",
+        "test_x-e2e-1/namespace.yaml",
         "webhook-test_webhook.log",
     ]
     assert (dest / "webhook-test_webhook.log").read_text() == '{"message": "translated"}'

@@ -157,6 +157,7 @@ class RealNode:
         self.consumable_shares = consumable_shares
         self.ip = ""
         self.log_dir = work_dir / "logs"
+        self.pod_logs = work_dir / "pod-logs"
         self.cdi_dir = work_dir / "cdi"
         self.kubelet_root = work_dir / "kubelet"
         self._containerd_dir = work_dir / "containerd"
@@ -337,7 +338,7 @@ state = "{d / "state"}"
             # logs reach the kubelet anonymously.
             "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
             "authorization": {"mode": "AlwaysAllow"},
-            "podLogsDir": str(self.work_dir / "pod-logs"),
+            "podLogsDir": str(self.pod_logs),
             "resolvConf": "/etc/resolv.conf",
             "clusterDomain": "cluster.local",
             "imageGCHighThresholdPercent": 100,

@@ -359,6 +359,8 @@ class ControlPlane:
                 f"--secure-port={port}",
                 f"--cert-dir={self.work_dir / name}",
                 "--leader-elect=false",
+                # Each scheduling attempt's result and its reason (a failed run keeps the log).
+                "--v=2",
                 *self._client_qps,
             ],
         )

@@ -15,9 +15,8 @@ from kubernetes import client
 
 from tests.node.node import BUILD_HINT, RealNode, missing_node_tools
 from tests.support.controlplane import REAL_NODE_NAME, ControlPlane, find_bin_dir
+from tests.support.failure_logs import copy_node_logs, failure_dir
 from tests.support.tools import missing
-
-NODE_LOG_COPY_DIR = Path(__file__).parents[1] / "e2e" / "node-logs"
 
 
 def node_release(api_client: client.ApiClient) -> str:
@@ -67,8 +66,11 @@ def running_node(
         started = True
         yield node
     finally:
-        node.stop()
         failed = not started or request.session.testsfailed > failed_before
-        if failed and node.log_dir.is_dir():
-            shutil.rmtree(NODE_LOG_COPY_DIR, ignore_errors=True)
-            shutil.copytree(node.log_dir, NODE_LOG_COPY_DIR)
+        module = request.module.__name__.rsplit(".", 1)[-1]
+        dest = failure_dir(request.config, release, f"node-{module}") if failed else None
+        if dest is not None:  # the pods' logs go with the pods, which stop() deletes
+            copy_node_logs(node.pod_logs, dest / "pods")
+        node.stop()
+        if dest is not None:
+            copy_node_logs(node.log_dir, dest)
