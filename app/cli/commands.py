@@ -189,7 +189,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    from app.troubleshoot.client import ReadError
+    from app.readers.client import ReadError
 
     command_line = parser()
     args = command_line.parse_args(argv)

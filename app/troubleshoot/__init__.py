@@ -1,2 +1,2 @@
-"""Read-only commands for a running cluster: `gpu2dra doctor`, `explain` and `report`, with the
-client they read through and a CEL evaluator for DeviceClass and request selectors."""
+"""Commands for a running cluster: `gpu2dra doctor`, `explain`, `report`, `impact`, `quota`,
+`deviceclasses` and `prune-templates`. What they share to read the cluster: app/readers/."""

@@ -10,7 +10,7 @@ from typing import Literal
 
 from app.core.kube import Obj
 from app.core.resources import DraRequest
-from app.troubleshoot.cel.devices import Device, SelectorError, class_selectors, matches
+from app.readers.cel.devices import Device, SelectorError, class_selectors, matches
 
 State = Literal["ok", "FAIL", "WARN", "info"]
 MAX_DEVICE_LINES = 16

@@ -11,9 +11,9 @@ from app.core.kube import Obj, dns_label
 from app.core.kueue import Kueue
 from app.core.resources import dra_requests
 from app.core.templates import TEMPLATE_PREFIX, describe_template, is_managed
+from app.readers.cel.devices import devices_of
+from app.readers.client import Listed, ReadError, cannot_read
 from app.troubleshoot.allocation import Step, allocated_to, analyse_request
-from app.troubleshoot.cel.devices import devices_of
-from app.troubleshoot.client import Listed, ReadError, cannot_read
 
 # What was read; a ReadError in place of what could not be (None: it does not exist).
 Found = Obj | ReadError | None

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 from app.core.mig import device_class
 from app.manifests import yamlio
-from app.troubleshoot.cel.devices import Device, devices_of
-from app.troubleshoot.client import RESOURCE, connect
+from app.readers.cel.devices import Device, devices_of
+from app.readers.client import RESOURCE, connect
 
 DRIVER = "gpu.nvidia.com"
 

@@ -18,9 +18,7 @@ import orjson
 
 from app.core import kueue
 from app.core.kube import RESOURCE_GROUP, Obj
-from app.troubleshoot.checks import run_checks
-from app.troubleshoot.checks.check import Check, Facts, NotServed, Reached
-from app.troubleshoot.client import (
+from app.readers.client import (
     RESOURCE,
     Listed,
     NotFound,
@@ -30,7 +28,7 @@ from app.troubleshoot.client import (
     attempt,
     connect,
 )
-from app.troubleshoot.registrations import (
+from app.readers.registrations import (
     Endpoint,
     Registration,
     cluster_policy,
@@ -38,6 +36,8 @@ from app.troubleshoot.registrations import (
     registrations,
     verify_tls,
 )
+from app.troubleshoot.checks import run_checks
+from app.troubleshoot.checks.check import Check, Facts, NotServed, Reached
 
 # ---- reading the cluster -----------------------------------------------------------------
 

@@ -26,9 +26,7 @@ from app.core.resources import legacy_devices
 from app.core.scope import skip_reason
 from app.core.templates import TEMPLATE_PREFIX
 from app.core.translate import Translation, describe, translate
-from app.troubleshoot.allocation import Step
-from app.troubleshoot.claims import PodFacts, claim_steps, extended_steps, unreadable_step
-from app.troubleshoot.client import (
+from app.readers.client import (
     RESOURCE,
     NotFound,
     Reader,
@@ -38,11 +36,13 @@ from app.troubleshoot.client import (
     cannot_read,
     connect,
 )
-from app.troubleshoot.registrations import (
+from app.readers.registrations import (
     MUTATING_WEBHOOK,
     cluster_policy,
     registrations,
 )
+from app.troubleshoot.allocation import Step
+from app.troubleshoot.claims import PodFacts, claim_steps, extended_steps, unreadable_step
 
 
 @dataclass(frozen=True, slots=True)

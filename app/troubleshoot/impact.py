@@ -22,7 +22,7 @@ import orjson
 from app.core.kube import Obj
 from app.core.policy import Policy
 from app.core.quota import DEVICES_SUFFIX, legacy_use
-from app.troubleshoot.client import (
+from app.readers.client import (
     Listed,
     NotFound,
     Reader,
@@ -31,8 +31,8 @@ from app.troubleshoot.client import (
     cannot_read,
     connect,
 )
-from app.troubleshoot.registrations import MUTATING_WEBHOOK, VALIDATING_WEBHOOKS, cluster_policy
-from app.troubleshoot.stack import components, maps_dra
+from app.readers.registrations import MUTATING_WEBHOOK, VALIDATING_WEBHOOKS, cluster_policy
+from app.readers.stack import components, maps_dra
 
 Level = Literal["WARN", "INFO"]
 OWN_WEBHOOKS = frozenset((MUTATING_WEBHOOK, *VALIDATING_WEBHOOKS))

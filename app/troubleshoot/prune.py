@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from app.core.kube import MANAGED_BY, Obj
 from app.core.templates import is_managed, is_reserved_name
-from app.troubleshoot.client import RESOURCE, ReadError, connect, namespaced
+from app.readers.client import RESOURCE, ReadError, connect, namespaced
 from app.troubleshoot.report import current_namespace
 
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())

@@ -25,8 +25,8 @@ from app.core.quota import (
     legacy_use,
     mirror,
 )
-from app.troubleshoot.client import Reader, ReadError, connect, namespaced
-from app.troubleshoot.registrations import cluster_policy
+from app.readers.client import Reader, ReadError, connect, namespaced
+from app.readers.registrations import cluster_policy
 
 HEADER = (
     "# DRA-side ResourceQuotas from gpu2dra: each limits the devices of translated pods'\n"

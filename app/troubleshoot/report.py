@@ -30,7 +30,7 @@ from app.core.scope import NEVER_CHANGED, namespace_mode, never_changed
 from app.core.templates import describe_template
 from app.manifests.documents import translate_documents
 from app.manifests.podspecs import TooDeep, pod_specs
-from app.troubleshoot.client import (
+from app.readers.client import (
     RESOURCE,
     Reader,
     ReadError,
@@ -38,7 +38,7 @@ from app.troubleshoot.client import (
     connect,
     namespaced,
 )
-from app.troubleshoot.registrations import (
+from app.readers.registrations import (
     cluster_policy,
 )
 

@@ -10,9 +10,9 @@ import pytest
 from kubernetes.client import ApiClient
 
 from app.core.policy import PolicyError, parse_policy
+from app.readers.client import ReadError
 from app.troubleshoot.checks import run_checks
 from app.troubleshoot.checks.check import Facts
-from app.troubleshoot.client import ReadError
 from app.webhook.endpoint import RESULTS
 from app.webhook.exporter import Exporter
 from app.webhook.metrics import Metrics

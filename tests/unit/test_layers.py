@@ -21,9 +21,10 @@ ALLOWED = {
     "core": set(),
     "manifests": {"core"},
     "webhook": {"core", "manifests", "kubeconfig"},
-    "troubleshoot": {"core", "manifests", "kubeconfig"},
+    "readers": {"core", "kubeconfig"},
+    "troubleshoot": {"core", "manifests", "readers", "kubeconfig"},
     "kubeconfig": set(),
-    "cli": {"core", "manifests", "webhook", "troubleshoot", "kubeconfig"},
+    "cli": {"core", "manifests", "webhook", "readers", "troubleshoot", "kubeconfig"},
 }
 # Third-party packages the pure core must not import.
 IO_PACKAGES = {"kubernetes", "fastapi", "starlette", "uvicorn", "prometheus_client", "urllib3"}

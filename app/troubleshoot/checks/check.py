@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from app.core.kube import Obj
-from app.troubleshoot.client import Listed, ReadError, cannot_read
-from app.troubleshoot.registrations import Endpoint, Registration
+from app.readers.client import Listed, ReadError, cannot_read
+from app.readers.registrations import Endpoint, Registration
 
 Status = Literal["PASS", "WARN", "FAIL"]
 READ_FIX = "grant read access (the chart's readOnlyRole.create=true ClusterRole)"

@@ -8,9 +8,9 @@ from collections import Counter, defaultdict
 
 from app.core.kube import RESOURCE_GROUP, Obj
 from app.core.policy import Policy
-from app.troubleshoot.cel.devices import Device, Selection, class_selectors, devices_of, select
+from app.readers.cel.devices import Device, Selection, class_selectors, devices_of, select
+from app.readers.client import Listed, ReadError
 from app.troubleshoot.checks.check import Check, unreadable
-from app.troubleshoot.client import Listed, ReadError
 
 MIN_MINOR = 34  # resource.k8s.io/v1 is served from Kubernetes 1.34
 

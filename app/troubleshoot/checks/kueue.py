@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from app.core import kueue
 from app.core.kube import Obj
 from app.core.policy import Policy
+from app.readers.client import ReadError
 from app.troubleshoot.checks.check import Check, unreadable
 from app.troubleshoot.checks.cluster import mapped_classes
-from app.troubleshoot.client import ReadError
 
 
 def check_kueue(

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from app.core.kube import Obj
 from app.core.policy import Policy
 from app.core.scope import namespace_mode
+from app.readers.client import Listed, ReadError
+from app.readers.stack import DCGM_EXPORTER, DRA_ENV, components, maps_dra
 from app.troubleshoot.checks.check import Check, unreadable
-from app.troubleshoot.client import Listed, ReadError
-from app.troubleshoot.stack import DCGM_EXPORTER, DRA_ENV, components, maps_dra
 
 EXPORTER_FIX = (
     "set KUBERNETES_ENABLE_DRA=true in dcgm-exporter's environment (GPU Operator: "

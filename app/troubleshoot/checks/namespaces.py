@@ -6,8 +6,8 @@ from collections import Counter
 
 from app.core.policy import MODE_LABEL, MODES, Policy
 from app.core.scope import NEVER_CHANGED, namespace_mode
+from app.readers.client import Listed, ReadError
 from app.troubleshoot.checks.check import Check, unreadable
-from app.troubleshoot.client import Listed, ReadError
 
 
 def check_namespaces(namespaces: Listed, policy: Policy) -> Check:

@@ -9,9 +9,9 @@ from app.core.catalog import Catalog
 from app.core.mig import plugin_resource
 from app.core.policy import Policy, ResourceMapping
 from app.core.scope import namespace_mode
-from app.troubleshoot.cel.devices import devices_of
+from app.readers.cel.devices import devices_of
+from app.readers.client import Listed, ReadError
 from app.troubleshoot.checks.check import Check, unreadable
-from app.troubleshoot.client import Listed, ReadError
 from app.troubleshoot.deviceclasses import published_profiles
 
 FIX_MIG = "gpu2dra deviceclasses | kubectl apply -f -"

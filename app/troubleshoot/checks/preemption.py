@@ -12,8 +12,8 @@ from app.core.policy import Policy
 from app.core.resources import legacy_devices
 from app.core.scope import NEVER_CHANGED, namespace_mode
 from app.core.templates import TEMPLATE_PREFIX
+from app.readers.client import Listed, ReadError
 from app.troubleshoot.checks.check import Check, unreadable
-from app.troubleshoot.client import Listed, ReadError
 
 SHOWN = 5  # pods named per class
 

@@ -7,8 +7,8 @@ from app.core.catalog import Catalog
 from app.core.policy import Policy
 from app.core.quota import Quota, describe, fix_line, namespace_uses, unguarded
 from app.core.scope import NEVER_CHANGED, namespace_mode
+from app.readers.client import Listed, ReadError
 from app.troubleshoot.checks.check import Check, unreadable
-from app.troubleshoot.client import Listed, ReadError
 
 
 def check_quota(namespaces: Listed, quotas: Listed, classes: Listed, policy: Policy) -> Check:

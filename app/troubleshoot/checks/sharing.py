@@ -9,8 +9,8 @@ from typing import Any
 from app.core.catalog import sharing_of, slice_sharing
 from app.core.consumable import MEMORY, SHARES
 from app.core.policy import Policy
+from app.readers.client import Listed, ReadError
 from app.troubleshoot.checks.check import Check, unreadable
-from app.troubleshoot.client import Listed, ReadError
 
 NAME = "sharing"
 FIX = (

@@ -3,9 +3,9 @@ caBundle the API server uses, and served by ready endpoints."""
 
 from __future__ import annotations
 
+from app.readers.client import ReadError
+from app.readers.registrations import Registration
 from app.troubleshoot.checks.check import Check, Reached, unreadable
-from app.troubleshoot.client import ReadError
-from app.troubleshoot.registrations import Registration
 
 
 def check_registration(regs: list[Registration] | ReadError) -> Check:

@@ -22,7 +22,7 @@ from app.core.failclosed import (
 from app.core.outcomes import Code
 from app.core.policy import parse_policy
 from app.core.translate import translate
-from app.troubleshoot.cel.devices import Device, selects
+from app.readers.cel.devices import Device, selects
 
 POLICY = parse_policy({})
 

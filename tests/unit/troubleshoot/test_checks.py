@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from app.core.policy import load_policy, parse_policy
+from app.readers.client import ReadError
+from app.readers.registrations import Endpoint, Registration
 from app.troubleshoot.checks.check import NotServed, Reached
 from app.troubleshoot.checks.cluster import check_coexistence, check_device_classes, check_slices
 from app.troubleshoot.checks.paths import check_paths
 from app.troubleshoot.checks.sharing import check_sharing
 from app.troubleshoot.checks.webhooks import check_endpoints, check_registration, check_tls
-from app.troubleshoot.client import ReadError
-from app.troubleshoot.registrations import Endpoint, Registration
 from tests.support.cluster import (
     consumable_shares,
     device_class,

@@ -7,7 +7,7 @@ import pytest
 
 from app.cli import main
 from app.core.mig import device_class, mig_profile, plugin_resource
-from app.troubleshoot.cel.devices import class_selectors, devices_of, select
+from app.readers.cel.devices import class_selectors, devices_of, select
 from app.troubleshoot.deviceclasses import published_profiles, render
 from tests.support.cluster import gpu_devices, gpu_resource_slice
 from tests.support.controlplane import releases

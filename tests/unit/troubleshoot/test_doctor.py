@@ -11,13 +11,13 @@ import yaml
 
 from app.cli import main
 from app.core.policy import load_policy, parse_policy
+from app.readers.client import ReadError
 from app.troubleshoot.checks.check import Check
 from app.troubleshoot.checks.cluster import check_kubernetes
 from app.troubleshoot.checks.kueue import check_kueue
 from app.troubleshoot.checks.namespaces import check_namespaces
 from app.troubleshoot.checks.preemption import check_preemption
 from app.troubleshoot.checks.quota import check_quota
-from app.troubleshoot.client import ReadError
 from app.troubleshoot.doctor import render_text
 
 

@@ -9,10 +9,10 @@ from typing import Any
 from app.core.kueue import QUEUE_LABEL, Gate, Kueue
 from app.core.policy import load_policy, parse_policy
 from app.core.resources import DraRequest
+from app.readers.cel.devices import Device, devices_of
+from app.readers.client import ReadError
 from app.troubleshoot.allocation import analyse_request
-from app.troubleshoot.cel.devices import Device, devices_of
 from app.troubleshoot.claims import PodFacts
-from app.troubleshoot.client import ReadError
 from app.troubleshoot.explain import explain
 from tests.support.cluster import (
     consumable_shares,

@@ -10,8 +10,8 @@ from kubernetes.client import ApiClient
 
 from app.cli import arguments, commands
 from app.core.policy import parse_policy
+from app.readers.client import NotFound, Reader, ReadError
 from app.troubleshoot import impact
-from app.troubleshoot.client import NotFound, Reader, ReadError
 from app.troubleshoot.impact import (
     Finding,
     Inputs,

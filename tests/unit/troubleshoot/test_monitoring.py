@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.core.policy import parse_policy
+from app.readers.client import ReadError
 from app.troubleshoot.checks import run_checks
 from app.troubleshoot.checks.check import Facts
 from app.troubleshoot.checks.monitoring import (
@@ -16,7 +17,6 @@ from app.troubleshoot.checks.monitoring import (
     gpu2dra_exporter,
     reads_slices,
 )
-from app.troubleshoot.client import ReadError
 
 Obj = dict[str, Any]
 POLICY = parse_policy({})

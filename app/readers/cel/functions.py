@@ -11,7 +11,7 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
 from app.core.quantity import INT64_MAX, Quantity, parse_quantity
-from app.troubleshoot.cel.semver import Semver, parse_semver
+from app.readers.cel.semver import Semver, parse_semver
 
 
 def _error(message: str) -> CELEvalError:

@@ -13,7 +13,7 @@ import yaml
 
 from app.core.kube import Obj
 from app.core.policy import Policy, PolicyError, load_policy, parse_policy
-from app.troubleshoot.client import Reader, ReadError
+from app.readers.client import Reader, ReadError
 
 # The webhooks the chart registers, whatever the release is called.
 MUTATING_WEBHOOK = "pods.mutate.gpu2dra.io"

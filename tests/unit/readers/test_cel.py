@@ -13,7 +13,7 @@ from app.core.policy import load_policy, parse_policy
 from app.core.quantity import parse_quantity
 from app.core.resources import parse_count
 from app.core.translate import translate
-from app.troubleshoot.cel.devices import (
+from app.readers.cel.devices import (
     Device,
     SelectorError,
     class_selectors,
@@ -21,7 +21,7 @@ from app.troubleshoot.cel.devices import (
     matches,
     select,
 )
-from app.troubleshoot.cel.semver import parse_semver
+from app.readers.cel.semver import parse_semver
 from tests.support.cluster import (
     A100_SXM4_40GB,
     A100_SXM4_80GB,

@@ -33,8 +33,8 @@ from celpy.evaluation import CELEvalError
 
 from app.core.kube import Obj, cel_expressions
 from app.core.quantity import parse_quantity
-from app.troubleshoot.cel.functions import FUNCTIONS
-from app.troubleshoot.cel.semver import parse_semver
+from app.readers.cel.functions import FUNCTIONS
+from app.readers.cel.semver import parse_semver
 
 # cel-python logs failed function calls at ERROR; a selector that errors is a result here.
 logging.getLogger("celpy").setLevel(logging.CRITICAL)

@@ -1,4 +1,4 @@
-"""Read-only access to the cluster for `gpu2dra doctor`, `explain` and `report`.
+"""Read-only access to the cluster for the commands that read it (`doctor`, `explain`, ...).
 
 Every call here is a GET: the commands need only read permissions (the chart's optional
 read-only ClusterRole). Objects come back as plain dicts.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.troubleshoot.stack import KNOWN, components, maps_dra
+from app.readers.stack import KNOWN, components, maps_dra
 
 Obj = dict[str, Any]
 
