@@ -1,4 +1,5 @@
-"""The one way gpu2dra finds its cluster: a kubeconfig or the pod's service account.
+"""The one way gpu2dra finds its cluster: a kubeconfig or the pod's service account, and the
+namespace a kubeconfig's context names.
 
 The webhook prefers its service account (it runs in the cluster); the troubleshooting
 commands prefer the kubeconfig (they run on a laptop). Every call made through the client is
@@ -61,3 +62,14 @@ def api_client(
             raise err from None
     configuration.retries = False
     return client.ApiClient(configuration)
+
+
+def context_namespace(kubeconfig: Path | None = None) -> str:
+    """The kubeconfig context's namespace, like kubectl; `default` without one."""
+    try:
+        _, context = config.list_kube_config_contexts(
+            config_file=str(kubeconfig) if kubeconfig else None
+        )
+    except (config.ConfigException, OSError):
+        return "default"
+    return str((context or {}).get("context", {}).get("namespace") or "default")

@@ -11,7 +11,7 @@ from pathlib import Path
 from app.cli.arguments import parser
 from app.core.catalog import Catalog
 from app.core.policy import PolicyError, load_policy
-from app.kubeconfig import NoCluster, api_client
+from app.kubeconfig import NoCluster, api_client, context_namespace
 from app.manifests.documents import ManifestError
 from app.manifests.render import translate_text
 from app.webhook import logs
@@ -130,6 +130,11 @@ def _exporter(args: argparse.Namespace) -> int:
     return 0
 
 
+def _namespace(args: argparse.Namespace) -> str:
+    """-n, else the kubeconfig context's namespace, as kubectl picks it."""
+    return str(args.namespace or context_namespace(args.kubeconfig))
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from app.troubleshoot import doctor
 
@@ -161,9 +166,14 @@ def _deviceclasses(args: argparse.Namespace) -> int:
 
 
 def _prune_templates(args: argparse.Namespace) -> int:
-    from app.troubleshoot import prune
+    from app.maintain.prune.command import run
 
-    return prune.main(args)
+    return run(
+        kubeconfig=args.kubeconfig,
+        namespace=None if args.all_namespaces else _namespace(args),
+        apply=args.apply,
+        min_age=args.min_age,
+    )
 
 
 def _quota(args: argparse.Namespace) -> int:

@@ -1,2 +1,2 @@
-"""Commands for a running cluster: `gpu2dra doctor`, `explain`, `report`, `impact`, `quota`,
-`deviceclasses` and `prune-templates`. What they share to read the cluster: app/readers/."""
+"""Read-only commands for a running cluster: `gpu2dra doctor`, `explain`, `report`, `impact`,
+`quota` and `deviceclasses`. What they share to read the cluster: app/readers/."""

@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 
 import orjson
-from kubernetes import config
 
 from app.core.catalog import Catalog, sharing_of, slice_sharing
 from app.core.kube import Obj
@@ -28,6 +27,7 @@ from app.core.priority import preempting_class
 from app.core.resources import legacy_devices
 from app.core.scope import NEVER_CHANGED, namespace_mode, never_changed
 from app.core.templates import describe_template
+from app.kubeconfig import context_namespace
 from app.manifests.documents import translate_documents
 from app.manifests.podspecs import TooDeep, pod_specs
 from app.readers.client import (
@@ -420,7 +420,9 @@ def _kind_of(plural: str) -> str:
 def main(args: argparse.Namespace) -> int:
     reader = connect(args.kubeconfig)
     policy, _ = cluster_policy(reader, args.policy)
-    namespace = None if args.all_namespaces else (args.namespace or current_namespace(args))
+    namespace = (
+        None if args.all_namespaces else (args.namespace or context_namespace(args.kubeconfig))
+    )
     namespaces, objects, catalog, unreadable = gather(reader, namespace, policy)
     report = build(namespaces, objects, policy, catalog, unreadable)
     if args.output == "json":
@@ -430,14 +432,3 @@ def main(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_table(report))
     return 0
-
-
-def current_namespace(args: argparse.Namespace) -> str:
-    """The kubeconfig context's namespace, like kubectl; `default` without one."""
-    try:
-        _, context = config.list_kube_config_contexts(
-            config_file=str(args.kubeconfig) if args.kubeconfig else None
-        )
-    except (config.ConfigException, OSError):
-        return "default"
-    return str((context or {}).get("context", {}).get("namespace") or "default")

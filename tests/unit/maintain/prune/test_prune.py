@@ -11,7 +11,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from app.cli import main
-from app.troubleshoot.prune import Fate, delete, plan
+from app.maintain.prune.delete import delete
+from app.maintain.prune.fates import Fate, plan
 
 Obj = dict[str, Any]
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

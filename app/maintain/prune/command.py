@@ -1,0 +1,53 @@
+"""`gpu2dra prune-templates` run: list gpu2dra's templates and the live pods, say what becomes
+of each template, and delete the unused ones when told to apply."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from kubernetes import client
+
+from app.core.kube import MANAGED_BY, Obj
+from app.maintain.prune.delete import delete
+from app.maintain.prune.fates import plan
+from app.readers.client import RESOURCE, connect, namespaced
+
+SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
+# Pods that still run, or will: their claims are (or will be) made from their templates.
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def run(*, kubeconfig: Path | None, namespace: str | None, apply: bool, min_age: timedelta) -> int:
+    """`namespace` None: every namespace. Without `apply`, a dry run."""
+    reader = connect(kubeconfig)
+    templates = reader.items(
+        namespaced(RESOURCE, "resourceclaimtemplates", namespace), labelSelector=SELECTOR
+    )
+    pods = reader.items(namespaced("/api/v1", "pods", namespace), fieldSelector=LIVE_PODS)
+    fates = plan(templates, pods, datetime.now(UTC), min_age)
+    unused = [f for f in fates if f.action == "delete"]
+    if apply:
+        resource = client.ResourceV1Api(reader.api)
+
+        def live_pods(ns: str) -> list[Obj]:
+            return reader.items(namespaced("/api/v1", "pods", ns), fieldSelector=LIVE_PODS)
+
+        def remove(name: str, ns: str, options: client.V1DeleteOptions) -> None:
+            resource.delete_namespaced_resource_claim_template(name, ns, body=options)
+
+        done = {f.key: delete(f, live_pods, remove) for f in unused}
+        fates = [done.get(f.key, f) for f in fates]
+    verbs = {"delete": "deleted", "keep": "kept"} if apply else {"delete": "would delete"}
+    for fate in fates:
+        print(f"{verbs.get(fate.action, fate.action)} {fate.key}: {fate.why}")
+    deleted = sum(f.action == "delete" for f in fates) if apply else 0
+    where = "every namespace" if namespace is None else f"namespace {namespace}"
+    summary = f"{len(fates)} gpu2dra template(s) in {where}, {len(unused)} unused"
+    if apply:
+        print(f"{summary}; {deleted} deleted")
+    elif unused:
+        print(f"{summary}; a dry run: --apply deletes them")
+    else:
+        print(summary)
+    return 0
