@@ -136,21 +136,31 @@ def _namespace(args: argparse.Namespace) -> str:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from app.troubleshoot import doctor
+    from app.diagnose.doctor.command import run
 
-    return doctor.main(args)
+    return run(kubeconfig=args.kubeconfig, policy_file=args.policy, output=args.output)
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from app.troubleshoot import explain
+    from app.diagnose.explain.command import run
 
-    return explain.main(args)
+    return run(
+        kubeconfig=args.kubeconfig,
+        policy_file=args.policy,
+        namespace=args.namespace,
+        name=args.name,
+    )
 
 
 def _report(args: argparse.Namespace) -> int:
-    from app.troubleshoot import report
+    from app.diagnose.report.command import run
 
-    return report.main(args)
+    return run(
+        kubeconfig=args.kubeconfig,
+        policy_file=args.policy,
+        namespace=None if args.all_namespaces else _namespace(args),
+        output=args.output,
+    )
 
 
 def _impact(args: argparse.Namespace) -> int:

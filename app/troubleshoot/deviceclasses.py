@@ -13,30 +13,9 @@ from collections.abc import Iterable
 
 from app.core.mig import device_class
 from app.manifests import yamlio
-from app.readers.cel.devices import Device, devices_of
+from app.readers.cel.devices import devices_of
 from app.readers.client import RESOURCE, connect
-
-DRIVER = "gpu.nvidia.com"
-
-
-def _string(device: Device, name: str) -> str | None:
-    """A string attribute of the driver's, named plainly or with its domain."""
-    value = device.attributes.get(name) or device.attributes.get(f"{DRIVER}/{name}")
-    text = value.get("string") if isinstance(value, dict) else None
-    return text if isinstance(text, str) else None
-
-
-def published_profiles(devices: Iterable[Device]) -> list[str]:
-    """The MIG profiles of the NVIDIA driver's devices, each once, sorted."""
-    return sorted(
-        {
-            profile
-            for d in devices
-            if d.driver == DRIVER
-            and _string(d, "type") == "mig"
-            and (profile := _string(d, "profile"))
-        }
-    )
+from app.readers.profiles import published_profiles
 
 
 def render(profiles: Iterable[str]) -> str:

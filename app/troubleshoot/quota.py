@@ -17,14 +17,7 @@ from collections.abc import Iterable
 import yaml
 
 from app.core.policy import Policy, load_policy
-from app.core.quota import (
-    Quota,
-    capacity_resources,
-    is_mirror,
-    legacy_resource,
-    legacy_use,
-    mirror,
-)
+from app.core.quota import Quota, capacity_resources, is_mirror, legacy_resource, legacy_use, mirror
 from app.readers.client import Reader, ReadError, connect, namespaced
 from app.readers.registrations import cluster_policy
 

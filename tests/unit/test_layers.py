@@ -23,9 +23,19 @@ ALLOWED = {
     "webhook": {"core", "manifests", "kubeconfig"},
     "readers": {"core", "kubeconfig"},
     "troubleshoot": {"core", "manifests", "readers", "kubeconfig"},
+    "diagnose": {"core", "manifests", "readers", "kubeconfig"},
     "maintain": {"core", "readers", "kubeconfig"},
     "kubeconfig": set(),
-    "cli": {"core", "manifests", "webhook", "readers", "troubleshoot", "maintain", "kubeconfig"},
+    "cli": {
+        "core",
+        "manifests",
+        "webhook",
+        "readers",
+        "diagnose",
+        "troubleshoot",
+        "maintain",
+        "kubeconfig",
+    },
 }
 # Third-party packages the pure core must not import.
 IO_PACKAGES = {"kubernetes", "fastapi", "starlette", "uvicorn", "prometheus_client", "urllib3"}

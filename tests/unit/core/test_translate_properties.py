@@ -20,10 +20,10 @@ from app.core.patch import patch_ops
 from app.core.policy import MODE_LABEL, Policy
 from app.core.resources import legacy_devices, parse_count
 from app.core.translate import Translation, translate
+from app.diagnose.explain.explain import explain
+from app.diagnose.explain.facts import PodFacts
+from app.diagnose.report.report import workload_of
 from app.manifests.podspecs import is_pod_spec
-from app.troubleshoot.claims import PodFacts
-from app.troubleshoot.explain import explain
-from app.troubleshoot.report import workload_of
 from tests.support.strategies import ANY_SLICE, DEFAULT_POLICY, MEMORY, SHARED, pod_specs, setups
 
 Obj = dict[str, Any]

@@ -1,0 +1,28 @@
+"""`gpu2dra doctor` run: read the cluster and the policy in force, judge, print, exit 1 on a
+FAIL."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal
+
+from app.diagnose.doctor.checks import run_checks
+from app.diagnose.doctor.gather import gather
+from app.diagnose.doctor.render import exit_code, render_json, render_text
+from app.readers.client import connect
+from app.readers.registrations import cluster_policy
+
+
+def run(
+    *, kubeconfig: Path | None, policy_file: Path | None, output: Literal["text", "json"]
+) -> int:
+    """`policy_file` None: the policy in gpu2dra's ConfigMap, else the embedded one."""
+    reader = connect(kubeconfig)
+    policy, source = cluster_policy(reader, policy_file)
+    checks = run_checks(gather(reader), policy)
+    if output == "json":
+        sys.stdout.buffer.write(render_json(checks, source) + b"\n")
+    else:
+        sys.stdout.write(render_text(checks, source))
+    return exit_code(checks)

@@ -1,0 +1,117 @@
+"""Why a request of a claim has devices or not: each device of its class against the request's
+selectors, as the scheduler evaluates them, and whether another claim holds it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from app.core.kube import Obj
+from app.core.resources import DraRequest
+from app.diagnose.explain.step import Step
+from app.readers.cel.devices import Device, SelectorError, class_selectors, matches
+
+MAX_DEVICE_LINES = 16
+
+
+def allocated_to(all_claims: list[Obj]) -> dict[tuple[str, str, str], str]:
+    owners = {}
+    for claim in all_claims:
+        meta = claim.get("metadata") or {}
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for r in (allocation.get("devices") or {}).get("results") or []:
+            key = (str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+            owners[key] = f"{meta.get('namespace')}/{meta.get('name')}"
+    return owners
+
+
+def analyse_request(
+    request: DraRequest,
+    claim: str,
+    classes: Mapping[str, Obj],
+    devices: list[Device],
+    owners: Mapping[tuple[str, str, str], str],
+) -> Step:
+    """Why a request of an unallocated claim has no devices: each device of its class, whether
+    it matches the request's selectors, and whether another claim holds it."""
+    name, class_name, need = request.name, request.device_class, request.devices
+    wants = f"{need} x {class_name}" if need else f"all {class_name}"
+    device_class = classes.get(class_name)
+    if device_class is None:
+        return Step(
+            "FAIL", f"request {name} asks for {wants}: DeviceClass {class_name} does not exist"
+        )
+    lines, usable, errors = [], Counter[str](), 0
+    in_class = matching = taken = 0
+    exprs = request.selectors
+    for device in devices:
+        where = f"{device.node or device.pool}/{device.name}"
+        try:
+            if not all(matches(e, device) for e in class_selectors(device_class)):
+                continue
+        except SelectorError as err:
+            errors += 1
+            lines.append(f"{where}: DeviceClass selector fails: {err}")
+            continue
+        in_class += 1
+        verdict = _match(exprs, device)
+        if verdict is not None:
+            if verdict.startswith("selector"):
+                errors += 1
+            lines.append(f"{where}: {verdict}")
+            continue
+        matching += 1
+        owner = owners.get(device.key)
+        if owner is not None and owner != claim and not device.allow_multiple:
+            taken += 1
+            lines.append(f"{where}: matches, but allocated to claim {owner}")
+            continue
+        usable[device.node] += 1
+        lines.append(f"{where}: matches and is free")
+    shared = usable.pop("", 0)  # devices not bound to a node go with any node
+    best_node, best = max(usable.items(), key=lambda kv: kv[1], default=("", 0))
+    best += shared
+    counts = (
+        f"{in_class} device(s) in the class, {matching} match the selectors, {taken} of those "
+        f"are allocated to other claims"
+    )
+    if len(lines) > MAX_DEVICE_LINES:
+        lines = [*lines[:MAX_DEVICE_LINES], f"... and {len(lines) - MAX_DEVICE_LINES} more"]
+    if errors:
+        return Step(
+            "FAIL",
+            f"request {name} asks for {wants}: a selector fails on {errors} device(s); the "
+            "scheduler aborts allocation with a CEL runtime error",
+            tuple(lines),
+        )
+    if need and best >= need:
+        return Step(
+            "info",
+            f"request {name} asks for {wants}: {counts}; {best} free on node {best_node or '-'} "
+            "is enough: see the scheduler's events",
+            tuple(lines),
+        )
+    if not in_class:
+        why = "no device of the class is published (no driver, or no such devices)"
+    elif not need:
+        why = "allocationMode All"
+    elif not matching:
+        why = "no device matches the request's selectors"
+    elif matching < need:
+        why = f"only {matching} device(s) match the request's selectors"
+    elif matching - taken < need:
+        why = "capacity exhausted: the matching devices are allocated to other claims"
+    else:
+        why = f"no single node has {need} free matching device(s) (at most {best})"
+    return Step("FAIL", f"request {name} asks for {wants}: {why}; {counts}", tuple(lines))
+
+
+def _match(exprs: tuple[str, ...], device: Device) -> str | None:
+    """None when every selector matches; else what does not."""
+    for number, expr in enumerate(exprs, 1):
+        try:
+            if not matches(expr, device):
+                return f"does not match selector #{number}: {expr}"
+        except SelectorError as err:
+            return f"selector #{number} fails: {err}"
+    return None

@@ -1,0 +1,23 @@
+"""One line of `explain`'s answer: its state and what it says, with details below it; and the
+one way a step says what could not be read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from app.readers.client import ReadError, cannot_read
+
+State = Literal["ok", "FAIL", "WARN", "info"]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    state: State
+    text: str
+    details: tuple[str, ...] = ()
+
+
+def unreadable_step(what: str, err: ReadError) -> Step:
+    """The step's WARN when what it explains could not be read."""
+    return Step("WARN", cannot_read(err, what))

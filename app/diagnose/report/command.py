@@ -1,0 +1,36 @@
+"""`gpu2dra report` run: read the workloads and the policy in force, build the report, print
+it as a table, JSON or CSV."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal
+
+from app.diagnose.report.gather import gather
+from app.diagnose.report.render import render_csv, render_json, render_table
+from app.diagnose.report.report import build
+from app.readers.client import connect
+from app.readers.registrations import cluster_policy
+
+
+def run(
+    *,
+    kubeconfig: Path | None,
+    policy_file: Path | None,
+    namespace: str | None,
+    output: Literal["table", "json", "csv"],
+) -> int:
+    """`namespace` None: every namespace. `policy_file` None: the policy in gpu2dra's
+    ConfigMap, else the embedded one."""
+    reader = connect(kubeconfig)
+    policy, _ = cluster_policy(reader, policy_file)
+    namespaces, objects, catalog, unreadable = gather(reader, namespace, policy)
+    report = build(namespaces, objects, policy, catalog, unreadable)
+    if output == "json":
+        sys.stdout.buffer.write(render_json(report) + b"\n")
+    elif output == "csv":
+        sys.stdout.write(render_csv(report))
+    else:
+        sys.stdout.write(render_table(report))
+    return 0
