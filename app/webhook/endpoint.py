@@ -11,7 +11,7 @@ from typing import Any
 
 from app.webhook.metrics import Metrics
 from app.webhook.reviews import AdmissionRequest, ReviewError, parse_review, review
-from app.webhook.verdicts import Decision, Verdict, deny
+from app.webhook.verdicts import Decision, Verdict
 
 log = logging.getLogger("gpu2dra")
 
@@ -29,6 +29,7 @@ RESULTS = (
     "reapplied",
     "bad-request",
     "too-large",
+    "error",
 )
 _TRANSLATED = {"patched": "enabled", "audit": "audit"}
 
@@ -120,10 +121,16 @@ class Admission:
             self.tally.count("bad-request", time.perf_counter() - start)
             return await answer(send, 400, b"request nested too deeply\n")
         except Exception:
+            # A fault of gpu2dra's own fails the call, so that the registration's failurePolicy
+            # decides (Ignore: the pod is admitted untranslated). A 200 with allowed: false
+            # would be a rejection the API server applies whatever the policy says.
+            self.tally.count("error", time.perf_counter() - start)
             log.exception(
-                "%s failed", self.endpoint, extra={"uid": adm["uid"], "endpoint": self.endpoint}
+                "%s failed",
+                self.endpoint,
+                extra={"uid": adm["uid"], "endpoint": self.endpoint, "result": "error"},
             )
-            verdict = deny("gpu2dra internal error", code=500)
+            return await answer(send, 500, f"gpu2dra internal error (uid {adm['uid']})\n".encode())
         await answer(send, 200, review(adm["uid"], verdict.response), _JSON)
         elapsed = time.perf_counter() - start
         self.tally.count(verdict.result, elapsed)

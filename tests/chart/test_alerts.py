@@ -120,7 +120,7 @@ def test_each_alert_is_what_it_says(default_rules: list[Obj]) -> None:
     assert by_name["Gpu2draDown"]["expr"] == f"absent(up{{{job}}} == 1)"
     assert by_name["Gpu2draDown"]["labels"] == {"severity": "warning"}
     errors = by_name["Gpu2draAdmissionErrors"]["expr"]
-    assert 'result=~"bad-request|too-large"' in errors
+    assert 'result=~"bad-request|too-large|error"' in errors
     assert 'endpoint="mutate", result="denied"' in errors
     assert errors.endswith("> 0.05")
     assert by_name["Gpu2draCacheNotSynced"]["expr"] == f"gpu2dra_cache_synced{{{job}}} == 0"

@@ -114,7 +114,11 @@ def cli_reference() -> str:
 FIELDS = {
     "defaultMode": "The mode of a namespace without the `gpu2dra.io/migration` label.",
     "onError": "When a ResourceClaimTemplate cannot be created (or caches have not synced): "
-    "`allow` admits the pod unchanged with a warning, `deny` refuses it (code 503).",
+    "`allow` admits the pod unchanged with a warning, `deny` refuses it (code 503). A fault "
+    "of gpu2dra's own (an unexpected exception) is not an answer `onError` shapes: it fails "
+    "the call with HTTP 500, and the webhook registration's `failurePolicy` decides (the "
+    "chart's `webhook.mutating.failurePolicy`, `Ignore` by default: the pod is admitted "
+    "unchanged).",
     "keepNodeSelectors": "Keep `nodeSelector` and node-affinity terms on GFD labels after "
     "turning them into device selectors (by default they are removed: DRA nodes need not "
     "carry GFD labels).",

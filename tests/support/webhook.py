@@ -99,16 +99,19 @@ class Webhook:
             *values,
         )
 
-    def start(self, *args: str, wait_for: str = "/readyz", timeout: float = 60) -> None:
-        """Run `gpu2dra serve` with the chart's policy (and `args`); wait until `wait_for`
-        answers 200."""
+    def start(
+        self, *args: str, wait_for: str = "/readyz", timeout: float = 60, module: str = "app"
+    ) -> None:
+        """Run `gpu2dra serve` with the chart's policy (and `args`) as `python -m module`
+        (another module that ends in app's CLI: tests/e2e/faulty_serve.py); wait until
+        `wait_for` answers 200."""
         policy = of_kind(self.rendered(), "ConfigMap")["data"]["policy.yaml"]
         self.policy.write_text(policy)
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         command = [
             sys.executable,
             "-m",
-            "app",
+            module,
             "serve",
             "--port",
             str(self.port),

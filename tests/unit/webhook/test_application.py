@@ -167,24 +167,44 @@ def test_a_request_nested_deeper_than_python_goes_is_400(client: TestClient) -> 
     assert 'gpu2dra_requests_total{endpoint="mutate",result="bad-request"} 1.0' in metrics
 
 
-def test_unexpected_exception_is_a_500_verdict_with_uid(
-    client: TestClient, cluster: FakeCluster
+def test_unexpected_exception_fails_the_call_with_a_500_and_the_uid_logged(
+    client: TestClient, cluster: FakeCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     def boom(name: str) -> None:
         raise RuntimeError("cache exploded")
 
     cluster.namespace_labels = boom  # type: ignore[method-assign]
+    # Not a verdict: an HTTP 500, so that the API server applies the registration's
+    # failurePolicy (a 200 with allowed: false would refuse the pod under Ignore too).
     response = client.post("/mutate", content=review_body(POD))
-    assert response.status_code == 200
-    assert response.json()["response"] == {
-        "uid": "abc",
-        "allowed": False,
-        "status": {"code": 500, "message": "gpu2dra internal error"},
-    }
+    assert response.status_code == 500
+    assert response.headers["content-type"].startswith("text/plain")
+    assert response.text == "gpu2dra internal error (uid abc)\n"
+    metrics = client.get("/metrics").text
+    assert 'gpu2dra_requests_total{endpoint="mutate",result="error"} 1.0' in metrics
+    assert 'gpu2dra_requests_total{endpoint="mutate",result="denied"} 0.0' in metrics
+    (record,) = [r for r in caplog.records if r.name == "gpu2dra"]
+    assert record.levelno == logging.ERROR and record.getMessage() == "mutate failed"
+    assert record.__dict__["uid"] == "abc" and record.exc_info is not None
     # The worker survives: the next request is answered.
     cluster.namespace_labels = lambda name: {}  # type: ignore[method-assign]
     answer = client.post("/mutate", content=review_body(POD)).json()["response"]
     assert answer == {"uid": "abc", "allowed": True}  # a namespace without the label
+
+
+def test_unexpected_exception_in_validate_fails_the_call_too(
+    client: TestClient, cluster: FakeCluster
+) -> None:
+    async def boom(namespace: str, name: str) -> None:
+        raise RuntimeError("cache exploded")
+
+    cluster.template_requests = boom  # type: ignore[method-assign]
+    claims = [{"name": "g", "resourceClaimTemplateName": "t"}]
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [], "resourceClaims": claims}}
+    response = client.post("/validate", content=review_body(pod))
+    assert (response.status_code, response.text) == (500, "gpu2dra internal error (uid abc)\n")
+    metrics = client.get("/metrics").text
+    assert 'gpu2dra_requests_total{endpoint="validate",result="error"} 1.0' in metrics
 
 
 MANIFEST = """\
