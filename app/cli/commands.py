@@ -164,15 +164,20 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _impact(args: argparse.Namespace) -> int:
-    from app.troubleshoot import impact
+    from app.plan.impact.command import run
 
-    return impact.main(args)
+    return run(
+        kubeconfig=args.kubeconfig,
+        policy_file=args.policy,
+        namespace=None if args.all_namespaces else args.namespace,
+        output=args.output,
+    )
 
 
 def _deviceclasses(args: argparse.Namespace) -> int:
-    from app.troubleshoot import deviceclasses
+    from app.plan.deviceclasses.command import run
 
-    return deviceclasses.main(args)
+    return run(kubeconfig=args.kubeconfig, profiles=args.profiles)
 
 
 def _prune_templates(args: argparse.Namespace) -> int:
@@ -187,9 +192,15 @@ def _prune_templates(args: argparse.Namespace) -> int:
 
 
 def _quota(args: argparse.Namespace) -> int:
-    from app.troubleshoot import quota
+    from app.plan.quota.command import run
 
-    return quota.main(args)
+    return run(
+        kubeconfig=args.kubeconfig,
+        policy_file=args.policy,
+        filename=args.filename,
+        namespace=args.namespace,
+        all_namespaces=args.all_namespaces,
+    )
 
 
 # Imported when run: `translate` does not pay for the kubernetes client, nor `doctor` for uvicorn.

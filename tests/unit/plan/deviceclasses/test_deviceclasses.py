@@ -7,9 +7,9 @@ import pytest
 
 from app.cli import main
 from app.core.mig import device_class, mig_profile, plugin_resource
+from app.plan.deviceclasses.render import render
 from app.readers.cel.devices import class_selectors, devices_of, select
 from app.readers.profiles import published_profiles
-from app.troubleshoot.deviceclasses import render
 from tests.support.cluster import gpu_devices, gpu_resource_slice
 from tests.support.controlplane import releases
 

@@ -1,25 +1,15 @@
-"""`gpu2dra quota -n NS | kubectl apply -f -`: the DRA-side ResourceQuotas that keep translated
-pods under the namespace's legacy GPU quotas.
-
-For each ResourceQuota that limits a mapped legacy resource (`requests.nvidia.com/gpu: 4`),
-one named `gpu2dra-dra-<name>` limits the devices of the class it maps to
-(`gpu.nvidia.com.deviceclass.resource.k8s.io/devices: 4`). Printed, never applied: review it,
-apply it, or keep it in Git. Read from the cluster (GETs only) or from a file.
-"""
+"""The DRA-side ResourceQuotas `quota` prints, a pure function of the legacy quotas and the
+policy: multi-document YAML, a comment above each quota saying what it mirrors."""
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections import defaultdict
 from collections.abc import Iterable
 
 import yaml
 
-from app.core.policy import Policy, load_policy
+from app.core.policy import Policy
 from app.core.quota import Quota, capacity_resources, is_mirror, legacy_resource, legacy_use, mirror
-from app.readers.client import Reader, ReadError, connect, namespaced
-from app.readers.registrations import cluster_policy
 
 HEADER = (
     "# DRA-side ResourceQuotas from gpu2dra: each limits the devices of translated pods'\n"
@@ -65,39 +55,3 @@ def _unmirrored(namespace: str, quota: Quota, capacities: frozenset[str]) -> lis
         "consumable capacity, so pods that ask for it stay on the device plugin under it\n"
         for k in keys
     ]
-
-
-def read_cluster(reader: Reader, namespace: str | None) -> list[tuple[str, Quota]]:
-    items = reader.items(namespaced("/api/v1", "resourcequotas", namespace))
-    return [(str(o["metadata"].get("namespace", "")), Quota.of(o)) for o in items]
-
-
-def read_file(path: str, namespace: str | None) -> list[tuple[str, Quota]]:
-    """ResourceQuotas from YAML (documents, or `kind: List` as `kubectl get -o yaml` gives)."""
-    try:
-        with open(path, encoding="utf-8") if path != "-" else sys.stdin as file:
-            docs = list(yaml.safe_load_all(file))
-    except (OSError, yaml.YAMLError) as err:
-        raise ReadError(f"{path}: {err}") from None
-    found = []
-    for doc in docs:
-        items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
-        for obj in items or []:
-            if isinstance(obj, dict) and obj.get("kind") == "ResourceQuota":
-                ns = (obj.get("metadata") or {}).get("namespace") or namespace or "default"
-                if namespace is None or ns == namespace:
-                    found.append((str(ns), Quota.of(obj)))
-    return found
-
-
-def main(args: argparse.Namespace) -> int:
-    namespace = None if args.all_namespaces else (args.namespace or "default")
-    if args.filename:
-        policy = load_policy(args.policy)
-        quotas = read_file(args.filename, None if args.all_namespaces else args.namespace)
-    else:
-        reader = connect(args.kubeconfig)
-        policy, _ = cluster_policy(reader, args.policy)
-        quotas = read_cluster(reader, namespace)
-    sys.stdout.write(render(quotas, policy))
-    return 0

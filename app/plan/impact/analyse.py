@@ -1,47 +1,27 @@
-"""`gpu2dra impact`: what in the cluster finds GPU pods by `nvidia.com/gpu` (or another mapped
-resource) and would stop seeing pods once gpu2dra translates them, each with what changes and
-what to do. Run it before a namespace is enabled.
-
-It looks at webhook configurations whose rules send them pods and whose match conditions name
-a mapped resource (other than gpu2dra's own), known components by their Deployments and
-DaemonSets (stack.py), custom resources known to read GPU counts, ResourceQuotas that limit a
-mapped resource and Kueue ClusterQueues that cover one. `gather` reads the cluster (GETs
-only); `analyse` is pure.
-"""
+"""What would stop seeing pods once gpu2dra translates them, a pure function of what was read
+(`Inputs`): webhooks whose match conditions name a mapped resource, known components
+(app/readers/stack.py), custom resources known to read GPU counts, ResourceQuotas and Kueue
+ClusterQueues; each finding with what changes and what to do."""
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
-
-import orjson
 
 from app.core.kube import Obj
 from app.core.policy import Policy
 from app.core.quota import DEVICES_SUFFIX, legacy_use
 from app.readers.client import (
     Listed,
-    NotFound,
-    Reader,
     ReadError,
-    Unreachable,
     cannot_read,
-    connect,
 )
-from app.readers.registrations import MUTATING_WEBHOOK, VALIDATING_WEBHOOKS, cluster_policy
+from app.readers.registrations import MUTATING_WEBHOOK, VALIDATING_WEBHOOKS
 from app.readers.stack import components, maps_dra
 
 Level = Literal["WARN", "INFO"]
 OWN_WEBHOOKS = frozenset((MUTATING_WEBHOOK, *VALIDATING_WEBHOOKS))
-ADMISSION = "/apis/admissionregistration.k8s.io/v1"
-# Kueue's ClusterQueues, newest version first.
-CLUSTER_QUEUES = (
-    "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
-    "/apis/kueue.x-k8s.io/v1beta1/clusterqueues",
-)
 # Custom resources known to read GPU counts from their own spec, which admission never changes.
 READERS = {
     "ray.io": (
@@ -312,96 +292,3 @@ def analyse(inputs: Inputs, policy: Policy) -> tuple[list[Finding], list[str]]:
         findings += queue_findings(inputs.cluster_queues, names)
     findings.sort(key=lambda f: f.level != "WARN")
     return findings, unreadable
-
-
-# ---- reading the cluster -----------------------------------------------------------------
-
-
-def _listed(reader: Reader, path: str) -> Listed:
-    try:
-        return reader.items(path)
-    except ReadError as err:
-        return err
-
-
-def _cluster_queues(reader: Reader) -> Listed | None:
-    for path in CLUSTER_QUEUES:
-        try:
-            return reader.items(path)
-        except NotFound:
-            continue  # this version is not served, or Kueue is not installed
-        except ReadError as err:
-            return err
-    return None
-
-
-def gather(reader: Reader, namespace: str | None) -> Inputs:
-    unreadable: list[str] = []
-    quotas = (
-        f"/api/v1/namespaces/{namespace}/resourcequotas" if namespace else "/api/v1/resourcequotas"
-    )
-    return Inputs(
-        mutating=_listed(reader, f"{ADMISSION}/mutatingwebhookconfigurations"),
-        validating=_listed(reader, f"{ADMISSION}/validatingwebhookconfigurations"),
-        deployments=_listed(reader, "/apis/apps/v1/deployments"),
-        daemonsets=_listed(reader, "/apis/apps/v1/daemonsets"),
-        crds=_listed(reader, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
-        quotas=_listed(reader, quotas),
-        cluster_queues=_cluster_queues(reader),
-        namespace=_labels(reader, namespace, unreadable),
-        unreadable=unreadable,
-    )
-
-
-def _labels(
-    reader: Reader, namespace: str | None, unreadable: list[str]
-) -> tuple[str, Mapping[str, str]] | None:
-    """The namespace's name and labels; an unknown namespace ends the command."""
-    if namespace is None:
-        return None
-    try:
-        found = reader.get(f"/api/v1/namespaces/{namespace}")
-    except NotFound:
-        raise ReadError(f"namespace {namespace} not found") from None
-    except Unreachable:
-        raise
-    except ReadError as err:
-        unreadable.append(cannot_read(err, f"namespace {namespace}"))
-        return None
-    return namespace, (found.get("metadata") or {}).get("labels") or {}
-
-
-# ---- output ------------------------------------------------------------------------------
-
-
-def render_text(findings: list[Finding], unreadable: list[str], scope: str) -> str:
-    lines = [f"what keys on GPU requests and would stop seeing translated pods ({scope}):"]
-    if not findings:
-        lines.append("  nothing found")
-    for f in findings:
-        lines.append(f"{f.level}  {f.kind:<15}  {f.subject}")
-        lines.extend(f"      {'':<15}  - {d}" for d in f.details)
-        lines.append(f"      {'':<15}  changes: {f.change}")
-        lines.append(f"      {'':<15}  do: {f.action}")
-    lines.extend(unreadable)
-    return "\n".join(lines) + "\n"
-
-
-def render_json(findings: list[Finding], unreadable: list[str], scope: str) -> bytes:
-    return orjson.dumps(
-        {"scope": scope, "findings": [asdict(f) for f in findings], "unreadable": unreadable},
-        option=orjson.OPT_INDENT_2,
-    )
-
-
-def main(args: argparse.Namespace) -> int:
-    reader = connect(args.kubeconfig)
-    policy, _ = cluster_policy(reader, args.policy)
-    namespace = None if args.all_namespaces else args.namespace
-    scope = f"quotas of namespace {namespace}" if namespace else "every namespace"
-    findings, unreadable = analyse(gather(reader, namespace), policy)
-    if args.output == "json":
-        sys.stdout.buffer.write(render_json(findings, unreadable, scope) + b"\n")
-    else:
-        sys.stdout.write(render_text(findings, unreadable, scope))
-    return 0

@@ -11,7 +11,7 @@ import yaml
 from app.cli import main
 from app.core.policy import load_policy
 from app.core.quota import Quota
-from app.troubleshoot.quota import render
+from app.plan.quota.render import render
 
 GPU_DEVICES = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
 MIG_DEVICES = "mig.nvidia.com.deviceclass.resource.k8s.io/devices"

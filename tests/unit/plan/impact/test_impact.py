@@ -10,16 +10,10 @@ from kubernetes.client import ApiClient
 
 from app.cli import arguments, commands
 from app.core.policy import parse_policy
+from app.plan.impact.analyse import Finding, Inputs, analyse, selects
+from app.plan.impact.gather import gather
+from app.plan.impact.render import render_json, render_text
 from app.readers.client import NotFound, Reader, ReadError
-from app.troubleshoot import impact
-from app.troubleshoot.impact import (
-    Finding,
-    Inputs,
-    analyse,
-    render_json,
-    render_text,
-    selects,
-)
 
 Obj = dict[str, Any]
 POLICY = parse_policy({})
@@ -268,17 +262,17 @@ def test_gather_reads_one_namespace_s_quotas_and_the_served_kueue_version() -> N
             "/api/v1/namespaces/ml": {"metadata": {"name": "ml", "labels": {"team": "a"}}},
         }
     )
-    got = impact.gather(reader, "ml")
+    got = gather(reader, "ml")
     assert got.quotas == [quota("ml", "q")]
     assert got.cluster_queues == []
     assert got.namespace == ("ml", {"team": "a"})
     assert "/apis/kueue.x-k8s.io/v1beta2/clusterqueues" in reader.asked
-    everywhere = impact.gather(FakeReader({}), None)
+    everywhere = gather(FakeReader({}), None)
     assert (everywhere.cluster_queues, everywhere.namespace) == (None, None)
     with pytest.raises(ReadError, match="namespace gone not found"):
-        impact.gather(FakeReader({}), "gone")
+        gather(FakeReader({}), "gone")
     forbidden = ReadError("GET /api/v1/namespaces/ml: 403 forbidden")
-    hidden = impact.gather(FakeReader({"/api/v1/namespaces/ml": forbidden}), "ml")
+    hidden = gather(FakeReader({"/api/v1/namespaces/ml": forbidden}), "ml")
     assert hidden.namespace is None
     assert hidden.unreadable == [f"cannot read namespace ml: {forbidden}"]
 

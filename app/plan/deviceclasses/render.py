@@ -1,0 +1,13 @@
+"""The DeviceClasses `deviceclasses` prints, one per MIG profile, as YAML."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from app.core.mig import device_class
+from app.manifests import yamlio
+
+
+def render(profiles: Iterable[str]) -> str:
+    classes = [device_class(p) for p in sorted(set(profiles))]
+    return yamlio.dump_all(classes) if classes else "# no MIG profile published\n"
