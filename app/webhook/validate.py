@@ -49,7 +49,7 @@ def reservation(request: AdmissionRequest, writers: Set[str]) -> str | None:
         f"are reserved to gpu2dra ({', '.join(sorted(writers))}), and {user!r} is not it: "
         "gpu2dra would use such a template for pods it translates. Choose another name and "
         "label (or ask the cluster admin to add the identity to the chart's "
-        "templates.extraWriters)"
+        "claimTemplates.extraWriters)"
     )
 
 
