@@ -11,7 +11,7 @@ from app.diagnose.doctor.checks import run_checks
 from app.diagnose.doctor.gather import gather
 from app.diagnose.doctor.render import exit_code, render_json, render_text
 from app.readers.client import connect
-from app.readers.registrations import cluster_policy
+from app.readers.cluster_policy import cluster_policy
 
 
 def run(

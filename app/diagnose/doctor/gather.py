@@ -3,8 +3,6 @@ check is a pure function of, each part a ReadError where it could not be read.""
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -12,7 +10,8 @@ from app.core import kueue
 from app.core.kube import RESOURCE_GROUP, Obj
 from app.diagnose.doctor.checks.check import Facts, NotServed, Reached
 from app.readers.client import RESOURCE, Listed, NotFound, Reader, ReadError, Unreachable, attempt
-from app.readers.registrations import Endpoint, Registration, endpoint_of, registrations, verify_tls
+from app.readers.registrations import Registration, registrations
+from app.readers.tlsprobe import Endpoint, base64_pem, endpoint_of, verify_tls
 
 
 def gather(reader: Reader) -> Facts:
@@ -96,13 +95,6 @@ def _reach(regs: Iterable[Registration]) -> list[Reached]:
         except ReadError as err:
             found.append(Reached(endpoint, configs, None, str(err)))
     return found
-
-
-def base64_pem(bundle: str) -> str:
-    try:
-        return base64.b64decode(bundle, validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        raise ValueError("the caBundle is not base64 PEM") from None
 
 
 def _ready(reader: Reader, regs: Iterable[Registration]) -> dict[tuple[str, str], int | ReadError]:

@@ -9,7 +9,7 @@ from app.diagnose.explain.explain import explain
 from app.diagnose.explain.gather import gather
 from app.diagnose.explain.render import render
 from app.readers.client import connect
-from app.readers.registrations import cluster_policy
+from app.readers.cluster_policy import cluster_policy
 
 
 def run(*, kubeconfig: Path | None, policy_file: Path | None, namespace: str, name: str) -> int:

@@ -11,7 +11,7 @@ from app.diagnose.report.gather import gather
 from app.diagnose.report.render import render_csv, render_json, render_table
 from app.diagnose.report.report import build
 from app.readers.client import connect
-from app.readers.registrations import cluster_policy
+from app.readers.cluster_policy import cluster_policy
 
 
 def run(

@@ -10,7 +10,7 @@ from app.plan.impact.analyse import analyse
 from app.plan.impact.gather import gather
 from app.plan.impact.render import render_json, render_text
 from app.readers.client import connect
-from app.readers.registrations import cluster_policy
+from app.readers.cluster_policy import cluster_policy
 
 
 def run(

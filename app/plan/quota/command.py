@@ -9,7 +9,7 @@ from app.core.policy import load_policy
 from app.plan.quota.read import read_cluster, read_file
 from app.plan.quota.render import render
 from app.readers.client import connect
-from app.readers.registrations import cluster_policy
+from app.readers.cluster_policy import cluster_policy
 
 
 def run(

@@ -8,7 +8,8 @@ from typing import Literal
 
 from app.core.kube import Obj
 from app.readers.client import Listed, ReadError, cannot_read
-from app.readers.registrations import Endpoint, Registration
+from app.readers.registrations import Registration
+from app.readers.tlsprobe import Endpoint
 
 Status = Literal["PASS", "WARN", "FAIL"]
 READ_FIX = "grant read access (the chart's readOnlyRole.create=true ClusterRole)"

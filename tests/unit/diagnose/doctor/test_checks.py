@@ -17,7 +17,8 @@ from app.diagnose.doctor.checks.paths import check_paths
 from app.diagnose.doctor.checks.sharing import check_sharing
 from app.diagnose.doctor.checks.webhooks import check_endpoints, check_registration, check_tls
 from app.readers.client import ReadError
-from app.readers.registrations import Endpoint, Registration
+from app.readers.registrations import Registration
+from app.readers.tlsprobe import Endpoint
 from tests.support.cluster import (
     consumable_shares,
     device_class,
