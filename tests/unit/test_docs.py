@@ -10,9 +10,9 @@ import pytest
 from kubernetes.client import ApiClient
 
 from app.core.policy import PolicyError, parse_policy
+from app.diagnose.doctor.checks import run_checks
+from app.diagnose.doctor.facts import Facts
 from app.readers.client import ReadError
-from app.troubleshoot.checks import run_checks
-from app.troubleshoot.checks.check import Facts
 from app.webhook.endpoint import RESULTS
 from app.webhook.exporter import Exporter
 from app.webhook.metrics import Metrics
@@ -75,7 +75,17 @@ def test_the_docs_index_lists_every_page() -> None:
 
 def test_every_doctor_check_is_in_the_table() -> None:
     err = ReadError("forbidden")
-    facts = Facts(err, err, err, err, err, err, err, quotas=err, kueue=err)
+    facts = Facts(
+        version=err,
+        resource_versions=err,
+        device_classes=err,
+        slices=err,
+        nodes=err,
+        namespaces=err,
+        registrations=err,
+        quotas=err,
+        kueue=err,
+    )
     policy = parse_policy({})
     names = [c.name for c in run_checks(facts, policy)]
     text = (ROOT / "docs" / "troubleshooting" / "doctor.md").read_text()

@@ -5,39 +5,31 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from functools import partial
 
 from app.core import kueue
 from app.core.kube import RESOURCE_GROUP, Obj
-from app.diagnose.doctor.checks.check import Facts, NotServed, Reached
-from app.readers.client import RESOURCE, Listed, NotFound, Reader, ReadError, Unreachable, attempt
+from app.diagnose.doctor.facts import Facts, NotServed, Reached
+from app.readers.client import RESOURCE, Listed, Reader, ReadError, attempt
 from app.readers.registrations import Registration, registrations
 from app.readers.tlsprobe import Endpoint, base64_pem, endpoint_of, verify_tls
 
 
 def gather(reader: Reader) -> Facts:
-    def listed(path: str) -> Listed:
-        try:
-            return reader.items(path)
-        except ReadError as err:
-            return err
+    """Every part of the facts, each a ReadError where it could not be read; an API server
+    that does not answer ends it (`attempt`)."""
 
-    try:
-        version: Obj | ReadError = reader.get("/version")
-    except Unreachable:
-        raise
-    except ReadError as err:
-        version = err
-    try:
-        group = reader.get(f"/apis/{RESOURCE_GROUP}")
-        served: list[str] | ReadError = [v["version"] for v in group.get("versions") or []]
-    except NotFound:
-        served = []
-    except ReadError as err:
-        served = err
-    try:
-        regs: list[Registration] | ReadError = registrations(reader)
-    except ReadError as err:
-        regs = err
+    def listed(path: str) -> Listed:
+        return attempt(partial(reader.items, path))
+
+    def found(path: str) -> Obj | ReadError | None:
+        return attempt(partial(reader.find, path))
+
+    version = attempt(partial(reader.get, "/version"))
+    group = found(f"/apis/{RESOURCE_GROUP}")
+    # No such group is served at all: no version of it, which the kubernetes check says.
+    served = group if isinstance(group, ReadError) else _versions(group)
+    regs = attempt(partial(registrations, reader))
 
     def dra(plural: str) -> Listed:
         # Without v1 every DRA list is a 404, which is no RBAC problem.
@@ -56,13 +48,9 @@ def gather(reader: Reader) -> Facts:
         tls=[] if isinstance(regs, ReadError) else _reach(regs),
         ready_endpoints={} if isinstance(regs, ReadError) else _ready(reader, regs),
         quotas=listed("/api/v1/resourcequotas"),
-        kueue=attempt(
-            lambda: reader.find(f"/api/v1/namespaces/{kueue.NAMESPACE}/configmaps/{kueue.CONFIG}")
-        ),
-        kueue_manager=attempt(
-            lambda: reader.find(
-                f"/apis/apps/v1/namespaces/{kueue.NAMESPACE}/deployments/{kueue.DEPLOYMENT}"
-            )
+        kueue=found(f"/api/v1/namespaces/{kueue.NAMESPACE}/configmaps/{kueue.CONFIG}"),
+        kueue_manager=found(
+            f"/apis/apps/v1/namespaces/{kueue.NAMESPACE}/deployments/{kueue.DEPLOYMENT}"
         ),
         priority_classes=listed("/apis/scheduling.k8s.io/v1/priorityclasses"),
         pods=listed("/api/v1/pods"),
@@ -71,6 +59,11 @@ def gather(reader: Reader) -> Facts:
         cluster_roles=listed("/apis/rbac.authorization.k8s.io/v1/clusterroles"),
         cluster_role_bindings=listed("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"),
     )
+
+
+def _versions(group: Obj | None) -> list[str]:
+    """The versions an API group's discovery document lists; none when it is not served."""
+    return [str(v["version"]) for v in (group or {}).get("versions") or []]
 
 
 def _reach(regs: Iterable[Registration]) -> list[Reached]:
@@ -89,15 +82,19 @@ def _reach(regs: Iterable[Registration]) -> list[Reached]:
             continue
         try:
             ca = base64_pem(bundle)
-            found.append(Reached(endpoint, configs, verify_tls(endpoint, ca)))
         except ValueError as err:
             found.append(Reached(endpoint, configs, str(err)))
-        except ReadError as err:
-            found.append(Reached(endpoint, configs, None, str(err)))
+            continue
+        verified = attempt(partial(verify_tls, endpoint, ca))
+        if isinstance(verified, ReadError):  # not reachable from here, which is no verdict
+            found.append(Reached(endpoint, configs, None, str(verified)))
+        else:
+            found.append(Reached(endpoint, configs, verified))
     return found
 
 
 def _ready(reader: Reader, regs: Iterable[Registration]) -> dict[tuple[str, str], int | ReadError]:
+    """How many ready endpoints each Service the webhooks name has."""
     services = {
         (str(svc.get("namespace")), str(svc.get("name")))
         for reg in regs
@@ -106,13 +103,15 @@ def _ready(reader: Reader, regs: Iterable[Registration]) -> dict[tuple[str, str]
     }
     ready: dict[tuple[str, str], int | ReadError] = {}
     for namespace, name in services:
-        try:
-            slices = reader.items(
+        slices = attempt(
+            partial(
+                reader.items,
                 f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices",
                 labelSelector=f"kubernetes.io/service-name={name}",
             )
-        except ReadError as err:
-            ready[namespace, name] = err
+        )
+        if isinstance(slices, ReadError):
+            ready[namespace, name] = slices
             continue
         ready[namespace, name] = sum(
             1

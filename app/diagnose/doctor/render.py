@@ -6,7 +6,7 @@ from dataclasses import asdict
 
 import orjson
 
-from app.diagnose.doctor.checks.check import Check
+from app.diagnose.doctor.checks.verdict import Check
 
 
 def render_text(checks: list[Check], source: str) -> str:

@@ -1,56 +1,52 @@
-"""The checks of `gpu2dra doctor`, in the order it prints them: each a pure function of what
-was read (`Facts`), tested as tables of facts, like the translator, as well as on the real
-control plane. One module per area; a new check is one entry here."""
+"""The checks of `gpu2dra doctor`, keyed by the name users see, in the order it prints them:
+each a pure function of what was read (`Facts`) and the policy, tested as tables of facts,
+like the translator, as well as on the real control plane. One module per area; a new check
+is one entry here."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from app.core.policy import Policy
-from app.diagnose.doctor.checks.check import Check, Facts
 from app.diagnose.doctor.checks.cluster import (
     check_coexistence,
-    check_device_classes,
+    check_deviceclasses,
     check_kubernetes,
-    check_slices,
+    check_resourceslices,
 )
 from app.diagnose.doctor.checks.kueue import check_kueue
-from app.diagnose.doctor.checks.monitoring import (
-    Exporter,
-    check_attribution,
-    check_dcgm_exporter,
-    dcgm_exporters,
-    gpu2dra_exporter,
-)
+from app.diagnose.doctor.checks.monitoring import check_attribution, check_dcgm_exporter
 from app.diagnose.doctor.checks.namespaces import check_namespaces
 from app.diagnose.doctor.checks.paths import check_paths
 from app.diagnose.doctor.checks.preemption import check_preemption
 from app.diagnose.doctor.checks.quota import check_quota
 from app.diagnose.doctor.checks.sharing import check_sharing
-from app.diagnose.doctor.checks.webhooks import check_endpoints, check_registration, check_tls
-
-CHECKS: tuple[Callable[[Facts, Policy], Check], ...] = (
-    lambda f, p: check_kubernetes(f.version, f.resource_versions),
-    lambda f, p: check_device_classes(f.device_classes, p),
-    lambda f, p: check_slices(f.slices, f.device_classes, p),
-    lambda f, p: check_coexistence(f.nodes, f.slices, f.device_classes, p),
-    lambda f, p: check_sharing(f.slices, p),
-    lambda f, p: check_registration(f.registrations),
-    lambda f, p: check_tls(f.registrations, f.tls),
-    lambda f, p: check_endpoints(f.registrations, f.ready_endpoints, f.tls),
-    lambda f, p: check_namespaces(f.namespaces, p),
-    lambda f, p: check_paths(f.device_classes, f.namespaces, f.slices, p),
-    lambda f, p: check_quota(f.namespaces, f.quotas, f.device_classes, p),
-    lambda f, p: check_kueue(f.kueue, f.kueue_manager, p),
-    lambda f, p: check_preemption(f.namespaces, f.priority_classes, f.pods, f.nodes, p),
-    lambda f, p: check_dcgm_exporter(_exporters(f), f.daemonsets),
-    lambda f, p: check_attribution(f.namespaces, _exporters(f), gpu2dra_exporter(f.deployments), p),
+from app.diagnose.doctor.checks.verdict import Check, Verdict
+from app.diagnose.doctor.checks.webhooks import (
+    check_webhook_service,
+    check_webhook_tls,
+    check_webhooks,
 )
+from app.diagnose.doctor.facts import Facts
 
-
-def _exporters(f: Facts) -> list[Exporter]:
-    return dcgm_exporters(f.daemonsets, f.deployments, f.cluster_roles, f.cluster_role_bindings)
+CHECKS: dict[str, Callable[[Facts, Policy], Verdict]] = {
+    "kubernetes": check_kubernetes,
+    "deviceclasses": check_deviceclasses,
+    "resourceslices": check_resourceslices,
+    "coexistence": check_coexistence,
+    "sharing": check_sharing,
+    "webhooks": check_webhooks,
+    "webhook-tls": check_webhook_tls,
+    "webhook-service": check_webhook_service,
+    "namespaces": check_namespaces,
+    "paths": check_paths,
+    "quota": check_quota,
+    "kueue": check_kueue,
+    "preemption": check_preemption,
+    "dcgm-exporter": check_dcgm_exporter,
+    "attribution": check_attribution,
+}
 
 
 def run_checks(facts: Facts, policy: Policy) -> list[Check]:
-    return [check(facts, policy) for check in CHECKS]
+    return [Check.named(name, check(facts, policy)) for name, check in CHECKS.items()]

@@ -8,37 +8,36 @@ from collections import Counter, defaultdict
 
 from app.core.kube import RESOURCE_GROUP, Obj
 from app.core.policy import Policy
-from app.diagnose.doctor.checks.check import Check, unreadable
+from app.diagnose.doctor.checks.verdict import Verdict, unreadable
+from app.diagnose.doctor.facts import Facts
 from app.readers.cel.devices import Device, Selection, class_selectors, devices_of, select
 from app.readers.client import Listed, ReadError
 
 MIN_MINOR = 34  # resource.k8s.io/v1 is served from Kubernetes 1.34
 
 
-def check_kubernetes(version: Obj | ReadError, served: list[str] | ReadError) -> Check:
-    name = "kubernetes"
+def check_kubernetes(facts: Facts, policy: Policy) -> Verdict:
+    version, served = facts.version, facts.resource_versions
     if isinstance(version, ReadError):
-        return unreadable(name, version)
+        return unreadable(version)
     git = str(version.get("gitVersion", "?"))
     try:
         minor = int(str(version.get("minor", "")).rstrip("+"))
         major = int(version.get("major", 0))
     except ValueError:
-        return Check(name, "WARN", f"{git}: cannot tell the minor version")
+        return Verdict("WARN", f"{git}: cannot tell the minor version")
     if isinstance(served, ReadError):
-        return unreadable(name, served)
+        return unreadable(served)
     betas = [v for v in served if v != "v1"]
     also = f" (also served: {', '.join(betas)})" if betas else " (no beta version served)"
     if (major, minor) < (1, MIN_MINOR):
-        return Check(
-            name,
+        return Verdict(
             "FAIL",
             f"{git}: DRA resource.k8s.io/v1 needs Kubernetes 1.{MIN_MINOR} or later",
             f"upgrade the control plane to 1.{MIN_MINOR}+",
         )
     if "v1" not in served:
-        return Check(
-            name,
+        return Verdict(
             "FAIL",
             f"{git}: {RESOURCE_GROUP}/v1 is not served"
             + (
@@ -48,7 +47,7 @@ def check_kubernetes(version: Obj | ReadError, served: list[str] | ReadError) ->
             ),
             f"enable the API with --runtime-config={RESOURCE_GROUP}/v1=true",
         )
-    return Check(name, "PASS", f"{git}; {RESOURCE_GROUP}/v1 served{also}")
+    return Verdict("PASS", f"{git}; {RESOURCE_GROUP}/v1 served{also}")
 
 
 def mapped_classes(policy: Policy) -> dict[str, list[str]]:
@@ -59,24 +58,23 @@ def mapped_classes(policy: Policy) -> dict[str, list[str]]:
     return dict(found)
 
 
-def check_device_classes(classes: Listed, policy: Policy) -> Check:
-    name = "deviceclasses"
+def check_deviceclasses(facts: Facts, policy: Policy) -> Verdict:
+    classes = facts.device_classes
     if isinstance(classes, ReadError):
-        return unreadable(name, classes)
+        return unreadable(classes)
     names = sorted(c["metadata"]["name"] for c in classes)
     needed = mapped_classes(policy)
     missing = [c for c in needed if c not in names]
     listed = f"{len(names)} DeviceClass(es): {', '.join(names) or 'none'}"
     if missing:
         what = "; ".join(f"{c} (for {', '.join(needed[c])})" for c in missing)
-        return Check(
-            name,
+        return Verdict(
             "FAIL",
             f"{listed}; missing {what}: those pods are left on the device plugin",
             "install the NVIDIA DRA driver (its chart creates gpu.nvidia.com and mig.nvidia.com), "
             "or change the policy's mappings",
         )
-    return Check(name, "PASS", f"{listed}; every mapped class exists")
+    return Verdict("PASS", f"{listed}; every mapped class exists")
 
 
 def _selected(devices: list[Device], classes: Listed, policy: Policy) -> dict[str, Selection]:
@@ -91,14 +89,13 @@ def _selected(devices: list[Device], classes: Listed, policy: Policy) -> dict[st
     }
 
 
-def check_slices(slices: Listed, classes: Listed, policy: Policy) -> Check:
-    name = "resourceslices"
+def check_resourceslices(facts: Facts, policy: Policy) -> Verdict:
+    slices, classes = facts.slices, facts.device_classes
     if isinstance(slices, ReadError):
-        return unreadable(name, slices)
+        return unreadable(slices)
     devices = devices_of(slices)
     if not devices:
-        return Check(
-            name,
+        return Verdict(
             "FAIL",
             "no ResourceSlice publishes a device: no DRA driver runs, so translated pods stay "
             "Pending",
@@ -126,16 +123,14 @@ def check_slices(slices: Listed, classes: Listed, policy: Policy) -> Check:
         for d, message in s.errors
     ]
     if selected and not any(s.selected for s in selected.values()):
-        return Check(
-            name,
+        return Verdict(
             "FAIL",
             f"{summary}: no device belongs to a DeviceClass gpu2dra maps to",
             "check that the NVIDIA DRA driver publishes the GPUs (driver gpu.nvidia.com)",
             tuple(details + errors),
         )
     if errors:
-        return Check(
-            name,
+        return Verdict(
             "WARN",
             f"{summary}; a DeviceClass selector fails on {len(errors)} device(s): the scheduler "
             "aborts allocation on such errors",
@@ -146,14 +141,13 @@ def check_slices(slices: Listed, classes: Listed, policy: Policy) -> Check:
     if empty:
         need = mapped_classes(policy)
         what = "; ".join(f"{c} (for {', '.join(need[c])})" for c in empty)
-        return Check(
-            name,
+        return Verdict(
             "WARN",
             f"{summary}; no device for {what}: such pods would stay Pending once translated",
             "publish such devices (e.g. MIG partitions), or drop the mapping from the policy",
             tuple(details),
         )
-    return Check(name, "PASS", summary, details=tuple(details))
+    return Verdict("PASS", summary, details=tuple(details))
 
 
 def _legacy_amounts(node: Obj, policy: Policy) -> dict[str, str]:
@@ -165,12 +159,12 @@ def _legacy_amounts(node: Obj, policy: Policy) -> dict[str, str]:
     }
 
 
-def check_coexistence(nodes: Listed, slices: Listed, classes: Listed, policy: Policy) -> Check:
-    name = "coexistence"
+def check_coexistence(facts: Facts, policy: Policy) -> Verdict:
+    nodes, slices, classes = facts.nodes, facts.slices, facts.device_classes
     if isinstance(nodes, ReadError):
-        return unreadable(name, nodes)
+        return unreadable(nodes)
     if isinstance(slices, ReadError):
-        return unreadable(name, slices)
+        return unreadable(slices)
     selected = _selected(devices_of(slices), classes, policy)
     dra: Counter[str] = Counter(
         d.node for s in selected.values() for d in set(s.selected) if d.node
@@ -184,8 +178,7 @@ def check_coexistence(nodes: Listed, slices: Listed, classes: Listed, policy: Po
             f"and {dra[n]} DRA device(s)"
             for n in both
         )
-        return Check(
-            name,
+        return Verdict(
             "FAIL",
             f"{len(both)} node(s) offer the same GPUs twice, through the device plugin and "
             f"through DRA: {', '.join(both)}",
@@ -193,8 +186,7 @@ def check_coexistence(nodes: Listed, slices: Listed, classes: Listed, policy: Po
             "label nvidia.com/gpu.deploy.device-plugin=false)",
             details,
         )
-    return Check(
-        name,
+    return Verdict(
         "PASS",
         f"no node offers GPUs both ways ({len(plugin)} through the device plugin, "
         f"{len(dra)} through DRA)",

@@ -7,32 +7,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.core import kueue
-from app.core.kube import Obj
 from app.core.policy import Policy
-from app.diagnose.doctor.checks.check import Check, unreadable
 from app.diagnose.doctor.checks.cluster import mapped_classes
+from app.diagnose.doctor.checks.verdict import Verdict, unreadable
+from app.diagnose.doctor.facts import Facts
 from app.readers.client import ReadError
 
 
-def check_kueue(
-    configmap: Obj | ReadError | None, deployment: Obj | ReadError | None, policy: Policy
-) -> Check:
+def check_kueue(facts: Facts, policy: Policy) -> Verdict:
     """FAIL where pods gpu2dra translates escape a ClusterQueue or are held for good; WARN
     where a shape of them would be refused."""
-    name = "kueue"
+    configmap, deployment = facts.kueue, facts.kueue_manager
     where = f"ConfigMap {kueue.NAMESPACE}/{kueue.CONFIG}"
     if configmap is None and deployment is None:
-        return Check(name, "PASS", f"Kueue not installed (no {where})")
+        return Verdict("PASS", f"Kueue not installed (no {where})")
     for read in (configmap, deployment):
         if isinstance(read, ReadError):
-            return unreadable(name, read)
+            return unreadable(read)
     manager = f"Deployment {kueue.NAMESPACE}/{kueue.DEPLOYMENT}"
     if not isinstance(configmap, dict) or (config := kueue.configuration(configmap)) is None:
         absent = "is missing" if configmap is None else "holds no Kueue Configuration"
-        return Check(name, "WARN", f"{where} {absent}", "check Kueue's install")
+        return Verdict("WARN", f"{where} {absent}", "check Kueue's install")
     if not isinstance(deployment, dict) or (at := kueue.version(deployment)) is None:
-        return Check(
-            name,
+        return Verdict(
             "WARN",
             f"cannot tell Kueue's version (no {manager} with an image tag vX.Y): whether it "
             "counts the DRA claims of the pods gpu2dra translates depends on it",
@@ -42,8 +39,7 @@ def check_kueue(
     shown = f"Kueue v{at[0]}.{at[1]}"
     based = kueue.pod_based(config)
     if not based:
-        return Check(
-            name,
+        return Verdict(
             "PASS",
             f"{shown} builds no Workload from pods (integrations "
             f"{', '.join(kueue.POD_BASED)} off): it counts GPUs from the pod templates "
@@ -52,8 +48,7 @@ def check_kueue(
     integrations = f"its {' and '.join(based)} integration"
     restart = "restart Kueue (it reads its configuration at start-up)"
     if at < kueue.FIRST:
-        return Check(
-            name,
+        return Verdict(
             "FAIL",
             f"{shown} counts no DRA claim: pods of {integrations} that gpu2dra translates "
             "escape their ClusterQueue's GPU quota",
@@ -62,8 +57,7 @@ def check_kueue(
         )
     dra = kueue.gate(deployment, config, at)
     if not dra.on:
-        return Check(
-            name,
+        return Verdict(
             "FAIL",
             f"{shown} has its DRA gate {dra.name} off ({dra.why}): it ignores claims, so "
             f"pods of {integrations} that gpu2dra translates escape their ClusterQueue's GPU "
@@ -75,8 +69,7 @@ def check_kueue(
     needed: Sequence[str] = sorted(mapped_classes(policy))
     if missing := [c for c in needed if c not in classes]:
         example = ", ".join(f"{{name: <quota name>, deviceClassNames: [{c}]}}" for c in missing)
-        return Check(
-            name,
+        return Verdict(
             "FAIL",
             f"{shown} counts DRA claims and its resources.deviceClassMappings has no entry for "
             f"{', '.join(missing)}: pods of {integrations} that gpu2dra translates are "
@@ -87,8 +80,7 @@ def check_kueue(
         )
     counted = ", ".join(f"{c} as {classes[c]}" for c in needed)
     if selecting := _selecting(policy):
-        return Check(
-            name,
+        return Verdict(
             "WARN",
             f'{shown} counts {counted}, but Kueue refuses a claim with CEL selectors ("CEL '
             "selectors are not supported\", in v0.17's pkg/dra/claims.go): pods of "
@@ -97,7 +89,7 @@ def check_kueue(
             "keep such pods out of namespaces gpu2dra translates, or in Kueue's Job-style "
             "integrations, which count their templates",
         )
-    return Check(name, "PASS", f"{shown} counts {counted}")
+    return Verdict("PASS", f"{shown} counts {counted}")
 
 
 def _selecting(policy: Policy) -> list[str]:

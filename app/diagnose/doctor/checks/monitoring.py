@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from app.core.kube import Obj
 from app.core.policy import Policy
 from app.core.scope import namespace_mode
-from app.diagnose.doctor.checks.check import Check, unreadable
+from app.diagnose.doctor.checks.verdict import Verdict, unreadable
+from app.diagnose.doctor.facts import Facts
 from app.readers.client import Listed, ReadError
 from app.readers.stack import DCGM_EXPORTER, DRA_ENV, components, maps_dra
 
@@ -104,13 +105,20 @@ def gpu2dra_exporter(deployments: Listed) -> str | None:
     return None
 
 
-def check_dcgm_exporter(exporters: list[Exporter], daemonsets: Listed) -> Check:
-    name = "dcgm-exporter"
+def exporters_of(facts: Facts) -> list[Exporter]:
+    """The dcgm-exporters that run, and how far each maps DRA devices to pods."""
+    return dcgm_exporters(
+        facts.daemonsets, facts.deployments, facts.cluster_roles, facts.cluster_role_bindings
+    )
+
+
+def check_dcgm_exporter(facts: Facts, policy: Policy) -> Verdict:
+    exporters, daemonsets = exporters_of(facts), facts.daemonsets
     if isinstance(daemonsets, ReadError):
-        return unreadable(name, daemonsets)
+        return unreadable(daemonsets)
     if not exporters:
-        return Check(
-            name, "PASS", "dcgm-exporter not installed (no DaemonSet or Deployment runs its image)"
+        return Verdict(
+            "PASS", "dcgm-exporter not installed (no DaemonSet or Deployment runs its image)"
         )
     details = tuple(
         f"{e.where}: {DRA_ENV} {'true' if e.env else 'not true'}; "
@@ -122,14 +130,12 @@ def check_dcgm_exporter(exporters: list[Exporter], daemonsets: Listed) -> Check:
         for e in exporters
     )
     if all(e.maps_dra for e in exporters):
-        return Check(
-            name,
+        return Verdict(
             "PASS",
             "dcgm-exporter maps DRA devices to pods (namespace, pod, container)",
             details=details,
         )
-    return Check(
-        name,
+    return Verdict(
         "WARN",
         "dcgm-exporter does not map DRA devices to pods: GPU metrics of translated pods "
         "carry no pod",
@@ -138,19 +144,17 @@ def check_dcgm_exporter(exporters: list[Exporter], daemonsets: Listed) -> Check:
     )
 
 
-def check_attribution(
-    namespaces: Listed, exporters: list[Exporter], ours: str | None, policy: Policy
-) -> Check:
+def check_attribution(facts: Facts, policy: Policy) -> Verdict:
     """What per-pod GPU attribution each namespace gpu2dra translates in keeps."""
-    name = "attribution"
+    namespaces, exporters = facts.namespaces, exporters_of(facts)
+    ours = gpu2dra_exporter(facts.deployments)
     if isinstance(namespaces, ReadError):
-        return unreadable(name, namespaces)
+        return unreadable(namespaces)
     enabled = sorted(
         ns["metadata"]["name"] for ns in namespaces if namespace_mode(ns, policy) == "enabled"
     )
     if not enabled:
-        return Check(
-            name,
+        return Verdict(
             "PASS",
             "no namespace is enabled: every GPU pod keeps the device plugin's attribution",
         )
@@ -162,14 +166,12 @@ def check_attribution(
     listed = ", ".join(enabled)
     if not keeps:
         lost = "no per-pod GPU metrics" if exporters else "no dcgm-exporter to attribute"
-        return Check(
-            name,
+        return Verdict(
             "WARN" if exporters else "PASS",
             f"{len(enabled)} enabled namespace(s) ({listed}): {lost}",
             EXPORTER_FIX if exporters else "",
         )
-    return Check(
-        name,
+    return Verdict(
         "PASS",
         f"{len(enabled)} enabled namespace(s) ({listed}) keep per-pod GPU metrics",
         details=tuple(keeps),

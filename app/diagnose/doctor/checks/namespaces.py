@@ -6,18 +6,18 @@ from collections import Counter
 
 from app.core.policy import MODE_LABEL, MODES, Policy
 from app.core.scope import NEVER_CHANGED, namespace_mode
-from app.diagnose.doctor.checks.check import Check, unreadable
-from app.readers.client import Listed, ReadError
+from app.diagnose.doctor.checks.verdict import Verdict, unreadable
+from app.diagnose.doctor.facts import Facts
+from app.readers.client import ReadError
 
 
-def check_namespaces(namespaces: Listed, policy: Policy) -> Check:
-    name = "namespaces"
+def check_namespaces(facts: Facts, policy: Policy) -> Verdict:
+    namespaces = facts.namespaces
     if isinstance(namespaces, ReadError):
-        return unreadable(name, namespaces)
+        return unreadable(namespaces)
     counts: Counter[str] = Counter(namespace_mode(ns, policy) for ns in namespaces)
     text = ", ".join(f"{counts[m]} {m}" for m in (*MODES, NEVER_CHANGED))
-    return Check(
-        name,
+    return Verdict(
         "PASS",
         f"{text} (label {MODE_LABEL}; default {policy.default_mode})",
     )

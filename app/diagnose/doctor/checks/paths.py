@@ -9,9 +9,10 @@ from app.core.catalog import Catalog
 from app.core.mig import plugin_resource
 from app.core.policy import Policy, ResourceMapping
 from app.core.scope import namespace_mode
-from app.diagnose.doctor.checks.check import Check, unreadable
+from app.diagnose.doctor.checks.verdict import Verdict, unreadable
+from app.diagnose.doctor.facts import Facts
 from app.readers.cel.devices import devices_of
-from app.readers.client import Listed, ReadError
+from app.readers.client import ReadError
 from app.readers.profiles import published_profiles
 
 FIX_MIG = "gpu2dra deviceclasses | kubectl apply -f -"
@@ -29,11 +30,11 @@ def _native(mapping: ResourceMapping, catalog: Catalog) -> dict[str, tuple[str, 
     return {r: tuple(c) for r, c in sorted(serving.items())}
 
 
-def check_paths(classes: Listed, namespaces: Listed, slices: Listed, policy: Policy) -> Check:
-    name = "paths"
+def check_paths(facts: Facts, policy: Policy) -> Verdict:
+    classes, namespaces, slices = facts.device_classes, facts.namespaces, facts.slices
     for listed in (classes, namespaces):
         if isinstance(listed, ReadError):
-            return unreadable(name, listed)
+            return unreadable(listed)
     assert not isinstance(classes, ReadError) and not isinstance(namespaces, ReadError)
     catalog = Catalog.from_objects(classes)
     translating = sum(1 for ns in namespaces if namespace_mode(ns, policy) == "enabled")
@@ -66,8 +67,7 @@ def check_paths(classes: Listed, namespaces: Listed, slices: Listed, policy: Pol
             p for p in published_profiles(devices_of(slices)) if plugin_resource(p) not in served
         ]
     if doubles:
-        return Check(
-            name,
+        return Verdict(
             "WARN",
             f"one name, several DeviceClasses ({'; '.join(doubles)}): the scheduler uses the "
             "newest, the others serve nothing in-tree",
@@ -75,8 +75,7 @@ def check_paths(classes: Listed, namespaces: Listed, slices: Listed, policy: Pol
             tuple(lines),
         )
     if missing:
-        return Check(
-            name,
+        return Verdict(
             "WARN",
             f"MIG profiles published without a class to serve them in-tree: "
             f"{', '.join(missing)}: legacy nvidia.com/mig-* pods gpu2dra leaves alone stay "
@@ -85,4 +84,4 @@ def check_paths(classes: Listed, namespaces: Listed, slices: Listed, policy: Pol
             tuple(lines),
         )
     summary = "; ".join(lines) if len(lines) < 2 else f"{len(lines)} mapped resource(s)"
-    return Check(name, "PASS", summary, details=tuple(lines))
+    return Verdict("PASS", summary, details=tuple(lines))

@@ -12,7 +12,8 @@ from app.core.policy import Policy
 from app.core.resources import legacy_devices
 from app.core.scope import NEVER_CHANGED, namespace_mode
 from app.core.templates import TEMPLATE_PREFIX
-from app.diagnose.doctor.checks.check import Check, unreadable
+from app.diagnose.doctor.checks.verdict import Verdict, unreadable
+from app.diagnose.doctor.facts import Facts
 from app.readers.client import Listed, ReadError
 
 SHOWN = 5  # pods named per class
@@ -47,13 +48,11 @@ def _serves_legacy_gpus(nodes: Listed, policy: Policy) -> bool | None:
     return False
 
 
-def check_preemption(
-    namespaces: Listed, classes: Listed, pods: Listed, nodes: Listed, policy: Policy
-) -> Check:
-    name = "preemption"
+def check_preemption(facts: Facts, policy: Policy) -> Verdict:
+    namespaces, classes, pods = facts.namespaces, facts.priority_classes, facts.pods
     for listed in (namespaces, classes, pods):
         if isinstance(listed, ReadError):
-            return unreadable(name, listed)
+            return unreadable(listed)
     assert not isinstance(namespaces, ReadError) and not isinstance(classes, ReadError)
     assert not isinstance(pods, ReadError)
     translating = {
@@ -74,8 +73,7 @@ def check_preemption(
         ):
             used[cls].append(f"{meta.get('namespace')}/{meta.get('name')}")
     if not used:
-        return Check(
-            name,
+        return Verdict(
             "PASS",
             f"no GPU pod of a preempting PriorityClass in the {len(translating)} namespace(s) "
             "gpu2dra translates in",
@@ -88,8 +86,7 @@ def check_preemption(
     names = ", ".join(sorted(used))
     count = sum(map(len, used.values()))
     if policy.preempting_pods == "translate":
-        return Check(
-            name,
+        return Verdict(
             "WARN",
             f"{count} GPU pod(s) of preempting PriorityClasses ({names}) are translated, and "
             f"{NO_PREEMPTION}",
@@ -97,9 +94,8 @@ def check_preemption(
             "pool remains, or let Kueue's preemption (which evicts workloads) do it",
             details,
         )
-    if _serves_legacy_gpus(nodes, policy) is False:
-        return Check(
-            name,
+    if _serves_legacy_gpus(facts.nodes, policy) is False:
+        return Verdict(
             "FAIL",
             f"{count} GPU pod(s) of preempting PriorityClasses ({names}) are left on the device "
             "plugin (preemptingPods: leave), and no node offers GPUs through it: they cannot "
@@ -108,8 +104,7 @@ def check_preemption(
             f"translate, where {NO_PREEMPTION}",
             details,
         )
-    return Check(
-        name,
+    return Verdict(
         "PASS",
         f"{count} GPU pod(s) of preempting PriorityClasses ({names}) stay on the device plugin, "
         "where they still preempt (preemptingPods: leave)",

@@ -7,17 +7,18 @@ from app.core.catalog import Catalog
 from app.core.policy import Policy
 from app.core.quota import Quota, describe, fix_line, namespace_uses, unguarded
 from app.core.scope import NEVER_CHANGED, namespace_mode
-from app.diagnose.doctor.checks.check import Check, unreadable
-from app.readers.client import Listed, ReadError
+from app.diagnose.doctor.checks.verdict import Verdict, unreadable
+from app.diagnose.doctor.facts import Facts
+from app.readers.client import ReadError
 
 
-def check_quota(namespaces: Listed, quotas: Listed, classes: Listed, policy: Policy) -> Check:
+def check_quota(facts: Facts, policy: Policy) -> Verdict:
     """FAIL where gpu2dra translates (enabled or audit) and a legacy GPU quota has no DRA side."""
-    name = "quota"
+    namespaces, quotas, classes = facts.namespaces, facts.quotas, facts.device_classes
     if isinstance(namespaces, ReadError):
-        return unreadable(name, namespaces)
+        return unreadable(namespaces)
     if isinstance(quotas, ReadError):
-        return unreadable(name, quotas)
+        return unreadable(quotas)
     # Unreadable classes: no class is known to count against a legacy quota (KEP-5004).
     catalog = Catalog.of(()) if isinstance(classes, ReadError) else Catalog.from_objects(classes)
     by_namespace: dict[str, list[Quota]] = {}
@@ -39,16 +40,14 @@ def check_quota(namespaces: Listed, quotas: Listed, classes: Listed, policy: Pol
         fix = (
             fix_line(lifted[0][0]) if len(lifted) == 1 else "gpu2dra quota -A | kubectl apply -f -"
         )
-        return Check(
-            name,
+        return Verdict(
             "FAIL",
             f"{len(lifted)} namespace(s) gpu2dra translates in limit GPUs only on the legacy "
             f"side ({names}): gpu2dra leaves their GPU pods on the device plugin",
             fix,
             tuple(f"{ns}: {why}" for ns, why in lifted),
         )
-    return Check(
-        name,
+    return Verdict(
         "PASS",
         f"{translating} namespace(s) gpu2dra translates in: no legacy GPU quota without its "
         "DRA side",

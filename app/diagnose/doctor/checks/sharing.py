@@ -9,10 +9,10 @@ from typing import Any
 from app.core.catalog import sharing_of, slice_sharing
 from app.core.consumable import MEMORY, SHARES
 from app.core.policy import Policy
-from app.diagnose.doctor.checks.check import Check, unreadable
-from app.readers.client import Listed, ReadError
+from app.diagnose.doctor.checks.verdict import Verdict, unreadable
+from app.diagnose.doctor.facts import Facts
+from app.readers.client import ReadError
 
-NAME = "sharing"
 FIX = (
     "run the NVIDIA DRA driver with --consumable-shares=<the device plugin's replicas> (its "
     "ConsumableShares feature gate on; =memory for memory only); on Kubernetes 1.34 and 1.35 "
@@ -58,16 +58,16 @@ def _pools(slices: list[Any]) -> list[str]:
     return lines
 
 
-def check_sharing(slices: Listed, policy: Policy) -> Check:
+def check_sharing(facts: Facts, policy: Policy) -> Verdict:
+    slices = facts.slices
     wanted = {m.resource: m.consumable for m in policy.mappings if m.consumable is not None}
     if isinstance(slices, ReadError):
-        return unreadable(NAME, slices)
+        return unreadable(slices)
     sharing = sharing_of(slice_sharing(s) for s in slices if isinstance(s, dict))
     pools = _pools(slices)
     if not wanted:
         said = f"{len(pools)} pool(s) share devices" if pools else "no pool shares devices"
-        return Check(
-            NAME,
+        return Verdict(
             "PASS",
             f"{said}; no mapping moves pods on shared GPUs onto them (policy: consumable unset, "
             "such pods stay on the device plugin)",
@@ -84,15 +84,13 @@ def check_sharing(slices: Listed, policy: Policy) -> Check:
                     f"consumable `{capacity}`; its pods on shared GPUs stay on the device plugin"
                 )
     if missing:
-        return Check(
-            NAME,
+        return Verdict(
             "WARN",
             f"{len(pools)} pool(s) share devices, not as the policy's consumable mappings need",
             FIX,
             tuple(missing + pools),
         )
-    return Check(
-        NAME,
+    return Verdict(
         "PASS",
         f"{len(pools)} pool(s) share devices with what the consumable mappings take "
         f"({', '.join(sorted(wanted))})",

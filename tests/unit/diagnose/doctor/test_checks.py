@@ -11,11 +11,20 @@ from typing import Any
 import pytest
 
 from app.core.policy import load_policy, parse_policy
-from app.diagnose.doctor.checks.check import NotServed, Reached
-from app.diagnose.doctor.checks.cluster import check_coexistence, check_device_classes, check_slices
+from app.diagnose.doctor.checks import CHECKS
+from app.diagnose.doctor.checks.cluster import (
+    check_coexistence,
+    check_deviceclasses,
+    check_resourceslices,
+)
 from app.diagnose.doctor.checks.paths import check_paths
 from app.diagnose.doctor.checks.sharing import check_sharing
-from app.diagnose.doctor.checks.webhooks import check_endpoints, check_registration, check_tls
+from app.diagnose.doctor.checks.webhooks import (
+    check_webhook_service,
+    check_webhook_tls,
+    check_webhooks,
+)
+from app.diagnose.doctor.facts import Facts, NotServed, Reached
 from app.readers.client import ReadError
 from app.readers.registrations import Registration
 from app.readers.tlsprobe import Endpoint
@@ -67,7 +76,7 @@ FORBIDDEN = ReadError("GET /apis/resource.k8s.io/v1/deviceclasses: 403 forbidden
     ],
 )
 def test_device_classes(classes: Any, status: str, says: str) -> None:
-    check = check_device_classes(classes, POLICY)
+    check = check_deviceclasses(Facts(device_classes=classes), POLICY)
     assert check.status == status
     assert says in check.summary
 
@@ -93,7 +102,7 @@ def test_device_classes(classes: Any, status: str, says: str) -> None:
     ],
 )
 def test_slices(published: Any, classes: Any, status: str, says: str) -> None:
-    check = check_slices(published, classes, POLICY)
+    check = check_resourceslices(Facts(slices=published, device_classes=classes), POLICY)
     assert check.status == status
     assert says in check.summary
 
@@ -101,7 +110,8 @@ def test_slices(published: Any, classes: Any, status: str, says: str) -> None:
 def test_slices_a_failing_class_selector_is_a_warning_naming_the_device() -> None:
     broken = device_class("gpu.nvidia.com", "gpu")
     broken["spec"]["selectors"] = [{"cel": {"expression": "device.attributes['x.com'].y == 1"}}]
-    check = check_slices(slices("a", mig={1: ["7g.40gb"]}), [broken, CLASSES[1]], POLICY)
+    facts = Facts(slices=slices("a", mig={1: ["7g.40gb"]}), device_classes=[broken, CLASSES[1]])
+    check = check_resourceslices(facts, POLICY)
     assert check.status == "WARN"
     assert "a DeviceClass selector fails on 2 device(s)" in check.summary
     assert any("no such key" in line for line in check.details)
@@ -117,7 +127,9 @@ def test_slices_a_failing_class_selector_is_a_warning_naming_the_device() -> Non
     ],
 )
 def test_coexistence(nodes: Any, status: str, says: str) -> None:
-    check = check_coexistence(nodes, slices("a"), CLASSES, POLICY)
+    check = check_coexistence(
+        Facts(nodes=nodes, slices=slices("a"), device_classes=CLASSES), POLICY
+    )
     assert check.status == status
     assert says in check.summary
 
@@ -132,7 +144,7 @@ def test_coexistence(nodes: Any, status: str, says: str) -> None:
     ],
 )
 def test_registration(regs: Any, status: str, says: str) -> None:
-    check = check_registration(regs)
+    check = check_webhooks(Facts(registrations=regs), POLICY)
     assert check.status == status
     assert says in check.summary
 
@@ -150,14 +162,15 @@ def test_registration(regs: Any, status: str, says: str) -> None:
     ],
 )
 def test_tls(reached: list[Reached], status: str, says: str) -> None:
-    check = check_tls([MUTATING, VALIDATING], reached)
+    check = check_webhook_tls(Facts(registrations=[MUTATING, VALIDATING], tls=reached), POLICY)
     assert check.status == status
     assert says in check.summary
 
 
 def test_tls_and_service_without_registrations_fail() -> None:
-    assert check_tls([], []).status == "FAIL"
-    assert check_endpoints([], {}, []).status == "FAIL"
+    assert check_webhook_tls(Facts(registrations=[], tls=[]), POLICY).status == "FAIL"
+    none = Facts(registrations=[], ready_endpoints={}, tls=[])
+    assert check_webhook_service(none, POLICY).status == "FAIL"
 
 
 @pytest.mark.parametrize(
@@ -172,7 +185,8 @@ def test_tls_and_service_without_registrations_fail() -> None:
     ],
 )
 def test_endpoints(ready: Any, reached: list[Reached], status: str, says: str) -> None:
-    check = check_endpoints([MUTATING, VALIDATING], ready, reached)
+    facts = Facts(registrations=[MUTATING, VALIDATING], ready_endpoints=ready, tls=reached)
+    check = check_webhook_service(facts, POLICY)
     assert check.status == status
     assert says in check.summary
 
@@ -219,7 +233,7 @@ MIG_SLICES = slices("a", mig={1: ["1g.5gb", "3g.20gb"]})
     ],
 )
 def test_paths(classes: Any, spaces: Any, status: str, says: str) -> None:
-    check = check_paths(classes, spaces, MIG_SLICES, POLICY)
+    check = check_paths(Facts(device_classes=classes, namespaces=spaces, slices=MIG_SLICES), POLICY)
     assert check.status == status, check
     assert says in " | ".join((check.summary, *check.details))
 
@@ -230,7 +244,9 @@ def test_paths_say_how_they_were_found() -> None:
         CLASSES[1],
         served("mig-1g-5gb.nvidia.com", "nvidia.com/mig-1g.5gb"),
     ]
-    check = check_paths(classes, namespaces(a="enabled", b=""), slices("a"), POLICY)
+    spaces = namespaces(a="enabled", b="")
+    facts = Facts(device_classes=classes, namespaces=spaces, slices=slices("a"))
+    check = check_paths(facts, POLICY)
     assert check.details == (
         "nvidia.com/gpu: gpu2dra in 1 enabled namespace(s) (pods that gain nothing from it go "
         "in-tree); in-tree elsewhere (nvidia.com/gpu by gpu.nvidia.com: DeviceClass "
@@ -298,8 +314,8 @@ def consumable(**fields: Any) -> Any:
     ],
 )
 def test_sharing(published: Any, policy: Any, status: str, says: str, detail: str) -> None:
-    check = check_sharing(published, policy)
-    assert (check.status, check.name) == (status, "sharing")
+    check = check_sharing(Facts(slices=published), policy)
+    assert (check.status, CHECKS["sharing"]) == (status, check_sharing)
     assert says in check.summary, check.summary
     assert not detail or any(detail in d for d in check.details), check.details
     assert (check.fix != "") == (status == "WARN")

@@ -11,12 +11,14 @@ import yaml
 
 from app.cli import main
 from app.core.policy import load_policy, parse_policy
-from app.diagnose.doctor.checks.check import Check
+from app.diagnose.doctor.checks import CHECKS
 from app.diagnose.doctor.checks.cluster import check_kubernetes
 from app.diagnose.doctor.checks.kueue import check_kueue
 from app.diagnose.doctor.checks.namespaces import check_namespaces
 from app.diagnose.doctor.checks.preemption import check_preemption
 from app.diagnose.doctor.checks.quota import check_quota
+from app.diagnose.doctor.checks.verdict import Check
+from app.diagnose.doctor.facts import Facts
 from app.diagnose.doctor.render import render_text
 from app.readers.client import ReadError
 
@@ -26,16 +28,21 @@ def version(minor: str) -> dict[str, str]:
 
 
 def test_kubernetes_version_and_served_versions() -> None:
-    old = check_kubernetes(version("33+"), ["v1beta1", "v1beta2"])
+    policy = load_policy(None)
+    old = check_kubernetes(
+        Facts(version=version("33+"), resource_versions=["v1beta1", "v1beta2"]), policy
+    )
     assert (old.status, old.summary) == (
         "FAIL",
         "v1.33.0: DRA resource.k8s.io/v1 needs Kubernetes 1.34 or later",
     )
-    off = check_kubernetes(version("34"), ["v1beta1"])
+    off = check_kubernetes(Facts(version=version("34"), resource_versions=["v1beta1"]), policy)
     assert off.status == "FAIL"
     assert "resource.k8s.io/v1 is not served (served: v1beta1)" in off.summary
     assert "--runtime-config=resource.k8s.io/v1=true" in off.fix
-    both = check_kubernetes(version("35"), ["v1", "v1beta2"])
+    both = check_kubernetes(
+        Facts(version=version("35"), resource_versions=["v1", "v1beta2"]), policy
+    )
     assert (both.status, both.summary) == (
         "PASS",
         "v1.35.0; resource.k8s.io/v1 served (also served: v1beta2)",
@@ -43,7 +50,8 @@ def test_kubernetes_version_and_served_versions() -> None:
 
 
 def test_unreadable_is_a_warning_with_a_fix() -> None:
-    check = check_namespaces(ReadError("GET /api/v1/namespaces: 403 forbidden"), load_policy(None))
+    err = ReadError("GET /api/v1/namespaces: 403 forbidden")
+    check = check_namespaces(Facts(namespaces=err), load_policy(None))
     assert check.status == "WARN"
     assert check.summary == "cannot read: GET /api/v1/namespaces: 403 forbidden"
     assert "readOnlyRole.create=true" in check.fix
@@ -56,7 +64,7 @@ def test_namespace_modes_are_counted() -> None:
         {"metadata": {"name": "c", "labels": {"gpu2dra.io/migration": "typo"}}},
         {"metadata": {"name": "kube-system"}},
     ]
-    check = check_namespaces(namespaces, load_policy(None))
+    check = check_namespaces(Facts(namespaces=namespaces), load_policy(None))
     assert check.summary.startswith("1 enabled, 1 audit, 1 disabled, 1 never changed")
 
 
@@ -177,23 +185,29 @@ CLASSES = [dc("gpu.nvidia.com"), dc("mig.nvidia.com")]
 def test_quota_check(
     namespaces: list[Any], quotas: list[Any], classes: list[Any], status: str, why: str
 ) -> None:
-    check = check_quota(namespaces, quotas, classes, load_policy(None))
+    facts = Facts(namespaces=namespaces, quotas=quotas, device_classes=classes)
+    check = check_quota(facts, load_policy(None))
     assert check.status == status, why
 
 
 def test_quota_check_names_the_namespace_quota_and_fix() -> None:
-    check = check_quota(
-        [ns("team-a", "enabled")], [rq("team-a", "gpus", **LEGACY)], CLASSES, load_policy(None)
+    one = Facts(
+        namespaces=[ns("team-a", "enabled")],
+        quotas=[rq("team-a", "gpus", **LEGACY)],
+        device_classes=CLASSES,
     )
+    check = check_quota(one, load_policy(None))
     assert check.fix == "gpu2dra quota -n team-a | kubectl apply -f -"
     assert check.details == (
         "team-a: ResourceQuota gpus limits requests.nvidia.com/gpu and no quota limits "
         f"{GPU_DEVICES}",
     )
     two = check_quota(
-        [ns("a", "enabled"), ns("b", "enabled")],
-        [rq("a", "g", **LEGACY), rq("b", "g", **LEGACY)],
-        ReadError("forbidden"),
+        Facts(
+            namespaces=[ns("a", "enabled"), ns("b", "enabled")],
+            quotas=[rq("a", "g", **LEGACY), rq("b", "g", **LEGACY)],
+            device_classes=ReadError("forbidden"),
+        ),
         load_policy(None),
     )
     assert two.fix == "gpu2dra quota -A | kubectl apply -f -" and len(two.details) == 2
@@ -300,7 +314,8 @@ WHOLE_ONLY = {"mappings": {"nvidia.com/gpu": {"deviceClassName": "gpu.nvidia.com
     ],
 )
 def test_kueue_check(configmap: Any, deployment: Any, policy: Any, status: str, words: str) -> None:
-    check = check_kueue(configmap, deployment, parse_policy(policy or {}))
+    facts = Facts(kueue=configmap, kueue_manager=deployment)
+    check = check_kueue(facts, parse_policy(policy or {}))
     assert (check.status, words in check.summary) == (status, True), check.summary
     if status == "FAIL":
         assert "restart Kueue" in check.fix or "upgrade Kueue" in check.fix, check.fix
@@ -384,8 +399,9 @@ def test_preemption_check(
     policy = parse_policy({"preemptingPods": setting}) if setting else load_policy(None)
     classes = [priority_class("high", 1000), priority_class("batch", 10, never=True)]
     namespaces = [ns("ml", "enabled"), ns("legacy")]
-    check = check_preemption(namespaces, classes, pods, nodes, policy)
-    assert check.name == "preemption"
+    facts = Facts(namespaces=namespaces, priority_classes=classes, pods=pods, nodes=nodes)
+    check = check_preemption(facts, policy)
+    assert CHECKS["preemption"] is check_preemption
     assert (check.status, expected[1] in check.summary) == (expected[0], True), check.summary
     named = check.status != "PASS" or "stay" in check.summary
     assert check.details == (("- high (1000): 1 pod(s): ml/a",) if named else ())
@@ -393,5 +409,6 @@ def test_preemption_check(
 
 def test_preemption_check_says_what_it_cannot_read() -> None:
     err = ReadError("GET /apis/scheduling.k8s.io/v1/priorityclasses: 403 forbidden")
-    check = check_preemption([ns("ml", "enabled")], err, [], [], load_policy(None))
+    facts = Facts(namespaces=[ns("ml", "enabled")], priority_classes=err, pods=[], nodes=[])
+    check = check_preemption(facts, load_policy(None))
     assert (check.status, check.summary) == ("WARN", f"cannot read: {err}")

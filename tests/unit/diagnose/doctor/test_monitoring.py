@@ -3,11 +3,11 @@ RBAC) and the attribution each enabled namespace keeps."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from app.core.policy import parse_policy
 from app.diagnose.doctor.checks import run_checks
-from app.diagnose.doctor.checks.check import Facts
 from app.diagnose.doctor.checks.monitoring import (
     Exporter,
     check_attribution,
@@ -16,6 +16,7 @@ from app.diagnose.doctor.checks.monitoring import (
     gpu2dra_exporter,
     reads_slices,
 )
+from app.diagnose.doctor.facts import Facts
 from app.readers.client import ReadError
 
 Obj = dict[str, Any]
@@ -54,6 +55,21 @@ BINDINGS = [binding("read-slices", SA)]
 ENV = {"KUBERNETES_ENABLE_DRA": "true"}
 
 
+def gpu2dra_exporter_deployment() -> Obj:
+    return {
+        "metadata": {"namespace": "gpu2dra-system", "name": "gpu2dra-exporter"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "exporter", "command": ["gpu2dra"], "args": ["exporter"]}
+                    ]
+                }
+            }
+        },
+    }
+
+
 def namespace(name: str, mode: str | None = None) -> Obj:
     labels = {"gpu2dra.io/migration": mode} if mode else {}
     return {"metadata": {"name": name, "labels": labels}}
@@ -78,7 +94,8 @@ def test_rbac_to_read_slices_through_a_cluster_role_binding() -> None:
 def test_dcgm_exporter_maps_dra_devices_with_its_environment_and_rbac() -> None:
     (told,) = dcgm_exporters([dcgm(ENV)], [], ROLES, BINDINGS)
     assert told == Exporter("DaemonSet gpu-operator/nvidia-dcgm-exporter", True, True)
-    check = check_dcgm_exporter([told], [])
+    facts = Facts(daemonsets=[dcgm(ENV)], cluster_roles=ROLES, cluster_role_bindings=BINDINGS)
+    check = check_dcgm_exporter(facts, POLICY)
     assert (check.status, check.summary) == (
         "PASS",
         "dcgm-exporter maps DRA devices to pods (namespace, pod, container)",
@@ -95,8 +112,8 @@ def test_dcgm_exporter_without_the_variable_or_the_rbac_warns() -> None:
         (ENV, [], "KUBERNETES_ENABLE_DRA true; may not list and watch resourceslices"),
         (ENV, ReadError("403"), "KUBERNETES_ENABLE_DRA true; RBAC not readable"),
     ):
-        exporters = dcgm_exporters([dcgm(env)], [], ROLES, bindings)
-        check = check_dcgm_exporter(exporters, [])
+        facts = Facts(daemonsets=[dcgm(env)], cluster_roles=ROLES, cluster_role_bindings=bindings)
+        check = check_dcgm_exporter(facts, POLICY)
         assert check.status == "WARN", detail
         assert check.details == (f"DaemonSet gpu-operator/nvidia-dcgm-exporter: {detail}",)
         assert "KUBERNETES_ENABLE_DRA=true" in check.fix
@@ -104,16 +121,18 @@ def test_dcgm_exporter_without_the_variable_or_the_rbac_warns() -> None:
 
 
 def test_no_dcgm_exporter_and_unreadable_daemonsets() -> None:
-    assert check_dcgm_exporter([], []).status == "PASS"
-    assert check_dcgm_exporter([], ReadError("403")).summary == "cannot read: 403"
+    assert check_dcgm_exporter(Facts(), POLICY).status == "PASS"
+    assert check_dcgm_exporter(Facts(daemonsets=ReadError("403")), POLICY).summary == (
+        "cannot read: 403"
+    )
 
 
 def test_what_attribution_each_enabled_namespace_keeps() -> None:
     namespaces = [namespace("ml", "enabled"), namespace("web"), namespace("lab", "audit")]
-    mapping = Exporter("DaemonSet gpu-operator/dcgm", True, True)
-    plain = Exporter("DaemonSet gpu-operator/dcgm", False, True)
-    ours = "Deployment gpu2dra-system/gpu2dra-exporter"
-    both = check_attribution(namespaces, [mapping], ours, POLICY)
+    rbac = Facts(namespaces=namespaces, cluster_roles=ROLES, cluster_role_bindings=BINDINGS)
+    mapping, plain = [dcgm(ENV)], [dcgm()]  # a dcgm-exporter that maps DRA devices, one not
+    ours = [gpu2dra_exporter_deployment()]
+    both = check_attribution(replace(rbac, daemonsets=mapping, deployments=ours), POLICY)
     assert (both.status, both.summary) == (
         "PASS",
         "1 enabled namespace(s) (ml) keep per-pod GPU metrics",
@@ -123,40 +142,39 @@ def test_what_attribution_each_enabled_namespace_keeps() -> None:
         "gpu2dra_pod_gpu_info (Deployment gpu2dra-system/gpu2dra-exporter): joined on(UUID), "
         "with the pod UID",
     )
-    lost = check_attribution(namespaces, [plain], None, POLICY)
+    lost = check_attribution(replace(rbac, daemonsets=plain), POLICY)
     assert (lost.status, lost.summary) == (
         "WARN",
         "1 enabled namespace(s) (ml): no per-pod GPU metrics",
     )
-    assert check_attribution(namespaces, [plain], ours, POLICY).status == "PASS"
-    assert check_attribution(namespaces, [], None, POLICY).status == "PASS"
-    assert check_attribution([namespace("web")], [plain], None, POLICY).summary.startswith(
-        "no namespace is enabled"
+    assert check_attribution(replace(rbac, daemonsets=plain, deployments=ours), POLICY).status == (
+        "PASS"
     )
-    assert check_attribution(ReadError("403"), [], None, POLICY).status == "WARN"
+    assert check_attribution(Facts(namespaces=namespaces), POLICY).status == "PASS"
+    web = replace(rbac, namespaces=[namespace("web")], daemonsets=plain)
+    assert check_attribution(web, POLICY).summary.startswith("no namespace is enabled")
+    assert check_attribution(Facts(namespaces=ReadError("403")), POLICY).status == "WARN"
 
 
 def test_the_gpu2dra_exporter_is_found_by_its_command() -> None:
-    deployment = {
-        "metadata": {"namespace": "gpu2dra-system", "name": "gpu2dra-exporter"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "containers": [
-                        {"name": "exporter", "command": ["gpu2dra"], "args": ["exporter"]}
-                    ]
-                }
-            }
-        },
-    }
-    assert gpu2dra_exporter([deployment]) == "Deployment gpu2dra-system/gpu2dra-exporter"
+    found = gpu2dra_exporter([gpu2dra_exporter_deployment()])
+    assert found == "Deployment gpu2dra-system/gpu2dra-exporter"
     assert gpu2dra_exporter([dcgm()]) is None
     assert gpu2dra_exporter(ReadError("403")) is None
 
 
 def test_doctor_runs_both_checks_last() -> None:
     err = ReadError("forbidden")
-    facts = Facts(err, err, err, err, err, [namespace("ml", "enabled")], err, daemonsets=[dcgm()])
+    facts = Facts(
+        version=err,
+        resource_versions=err,
+        device_classes=err,
+        slices=err,
+        nodes=err,
+        namespaces=[namespace("ml", "enabled")],
+        registrations=err,
+        daemonsets=[dcgm()],
+    )
     *_, exporter, attribution = run_checks(facts, POLICY)
     assert (exporter.name, exporter.status) == ("dcgm-exporter", "WARN")
     assert (attribution.name, attribution.status) == ("attribution", "WARN")

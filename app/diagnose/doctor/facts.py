@@ -1,27 +1,19 @@
-"""A doctor check's verdict, what the checks judge, and the one way a check says it could
-not read what it judges."""
+"""What `doctor` judges, as read: every part a ReadError where it could not be read. Each part
+defaults to what an empty cluster answers, so that a table of facts names only what it is
+about."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 from app.core.kube import Obj
-from app.readers.client import Listed, ReadError, cannot_read
+from app.readers.client import Listed, ReadError
 from app.readers.registrations import Registration
 from app.readers.tlsprobe import Endpoint
 
-Status = Literal["PASS", "WARN", "FAIL"]
-READ_FIX = "grant read access (the chart's readOnlyRole.create=true ClusterRole)"
 
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    name: str
-    status: Status
-    summary: str
-    fix: str = ""
-    details: tuple[str, ...] = ()
+class NotServed(ReadError):
+    """The API the check reads is not served: the kubernetes check says why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,15 +26,15 @@ class Reached:
     unreachable: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Facts:
-    version: Obj | ReadError
-    resource_versions: list[str] | ReadError
-    device_classes: Listed
-    slices: Listed
-    nodes: Listed
-    namespaces: Listed
-    registrations: list[Registration] | ReadError
+    version: Obj | ReadError = field(default_factory=dict)  # GET /version
+    resource_versions: list[str] | ReadError = field(default_factory=list)  # resource.k8s.io's
+    device_classes: Listed = field(default_factory=list)
+    slices: Listed = field(default_factory=list)
+    nodes: Listed = field(default_factory=list)
+    namespaces: Listed = field(default_factory=list)
+    registrations: list[Registration] | ReadError = field(default_factory=list)
     tls: list[Reached] = field(default_factory=list)
     ready_endpoints: dict[tuple[str, str], int | ReadError] = field(default_factory=dict)
     quotas: Listed = field(default_factory=list)  # every namespace's ResourceQuotas
@@ -54,14 +46,3 @@ class Facts:
     deployments: Listed = field(default_factory=list)  # every namespace's
     cluster_roles: Listed = field(default_factory=list)
     cluster_role_bindings: Listed = field(default_factory=list)
-
-
-class NotServed(ReadError):
-    """The API the check reads is not served: the kubernetes check says why."""
-
-
-def unreadable(name: str, err: ReadError) -> Check:
-    """The check's WARN when what it judges could not be read."""
-    if isinstance(err, NotServed):
-        return Check(name, "WARN", f"not checked: {err}", "see the kubernetes check")
-    return Check(name, "WARN", cannot_read(err), READ_FIX)
