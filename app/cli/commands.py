@@ -53,7 +53,13 @@ def _translate(args: argparse.Namespace) -> int:
     # Linux says which CPUs this process may use (a container's share); elsewhere, one.
     jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     rendered = translate_text(
-        text, policy, catalog, args.namespace, args.mode, args.output, jobs=jobs
+        text,
+        policy,
+        catalog,
+        namespace=args.namespace,
+        mode=args.mode,
+        output=args.output,
+        jobs=jobs,
     )
     for warning in rendered.warnings:
         print(f"warning: {warning}", file=sys.stderr)

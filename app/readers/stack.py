@@ -14,7 +14,7 @@ DCGM_EXPORTER = "dcgm-exporter"
 DRA_ENV = "KUBERNETES_ENABLE_DRA"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Known:
     key: str
     name: str
@@ -25,77 +25,105 @@ class Known:
 
 KNOWN: tuple[Known, ...] = (
     Known(
-        DCGM_EXPORTER,
-        "NVIDIA dcgm-exporter",
-        ("dcgm-exporter",),
-        "labels each GPU metric with the pod holding the GPU from the kubelet's PodResources "
-        "API; for DRA devices only with KUBERNETES_ENABLE_DRA=true and read access to "
-        "ResourceSlices (and never with the pod's UID): dashboards and alerts on "
-        "exported_pod go quiet for translated pods",
-        "set KUBERNETES_ENABLE_DRA=true in its environment (GPU Operator: "
-        "dcgmExporter.env) and let its ServiceAccount list and watch resourceslices, or "
-        "join gpu2dra_pod_gpu_info on(UUID) (chart value exporter.enabled; "
-        "docs/operations/your-stack.md)",
+        key=DCGM_EXPORTER,
+        name="NVIDIA dcgm-exporter",
+        images=("dcgm-exporter",),
+        change=(
+            "labels each GPU metric with the pod holding the GPU from the kubelet's PodResources "
+            "API; for DRA devices only with KUBERNETES_ENABLE_DRA=true and read access to "
+            "ResourceSlices (and never with the pod's UID): dashboards and alerts on "
+            "exported_pod go quiet for translated pods"
+        ),
+        action=(
+            "set KUBERNETES_ENABLE_DRA=true in its environment (GPU Operator: "
+            "dcgmExporter.env) and let its ServiceAccount list and watch resourceslices, or "
+            "join gpu2dra_pod_gpu_info on(UUID) (chart value exporter.enabled; "
+            "docs/operations/your-stack.md)"
+        ),
     ),
     Known(
-        "driver-manager",
-        "NVIDIA GPU Operator driver upgrades (k8s-driver-manager, upgrade controller)",
-        ("k8s-driver-manager", "gpu-operator"),
-        "before a driver upgrade it deletes the pods of the node that ask for nvidia.com/gpu "
-        "or nvidia.com/mig-* (gpuPodSpecFilter): pods holding GPUs through claims are not "
-        "deleted, and the driver is unloaded under them",
-        "drain the node whole during upgrades (driver.upgradePolicy.drain.enable=true), or "
-        "drain GPU nodes yourself before changing the driver",
+        key="driver-manager",
+        name="NVIDIA GPU Operator driver upgrades (k8s-driver-manager, upgrade controller)",
+        images=("k8s-driver-manager", "gpu-operator"),
+        change=(
+            "before a driver upgrade it deletes the pods of the node that ask for nvidia.com/gpu "
+            "or nvidia.com/mig-* (gpuPodSpecFilter): pods holding GPUs through claims are not "
+            "deleted, and the driver is unloaded under them"
+        ),
+        action=(
+            "drain the node whole during upgrades (driver.upgradePolicy.drain.enable=true), or "
+            "drain GPU nodes yourself before changing the driver"
+        ),
     ),
     Known(
-        "hami",
-        "HAMi",
-        ("projecthami/", "/hami:", "hami-scheduler", "hami-device-plugin"),
-        "its webhook and scheduler act on pods that ask for nvidia.com/gpu (with "
-        "nvidia.com/gpumem, nvidia.com/gpucores): translated pods leave HAMi's scheduling "
-        "and vGPU sharing",
-        "keep namespaces that rely on HAMi's sharing disabled; gpu2dra leaves pods whose "
-        "HAMi resources or annotations it cannot translate (docs/concepts/translation.md)",
+        key="hami",
+        name="HAMi",
+        images=("projecthami/", "/hami:", "hami-scheduler", "hami-device-plugin"),
+        change=(
+            "its webhook and scheduler act on pods that ask for nvidia.com/gpu (with "
+            "nvidia.com/gpumem, nvidia.com/gpucores): translated pods leave HAMi's scheduling "
+            "and vGPU sharing"
+        ),
+        action=(
+            "keep namespaces that rely on HAMi's sharing disabled; gpu2dra leaves pods whose "
+            "HAMi resources or annotations it cannot translate (docs/concepts/translation.md)"
+        ),
     ),
     Known(
-        "volcano",
-        "Volcano",
-        ("volcanosh/",),
-        "its Queues' capability and its scheduler count nvidia.com/gpu: translated pods of "
-        "the default scheduler no longer count against a Queue's GPUs",
-        "pods scheduled by Volcano stay untranslated (policy draSchedulers); for the others, "
-        "limit GPUs on the DRA side (gpu2dra quota)",
+        key="volcano",
+        name="Volcano",
+        images=("volcanosh/",),
+        change=(
+            "its Queues' capability and its scheduler count nvidia.com/gpu: translated pods of "
+            "the default scheduler no longer count against a Queue's GPUs"
+        ),
+        action=(
+            "pods scheduled by Volcano stay untranslated (policy draSchedulers); for the others, "
+            "limit GPUs on the DRA side (gpu2dra quota)"
+        ),
     ),
     Known(
-        "cost",
-        "Kubecost / OpenCost",
-        ("kubecost", "opencost"),
-        "allocates GPU cost by containers' nvidia.com/gpu requests: translated pods cost no GPU",
-        "allocate GPU cost from gpu2dra_pod_gpu_info (count by (namespace, pod)), or from "
-        "dcgm-exporter with its DRA mapping on",
+        key="cost",
+        name="Kubecost / OpenCost",
+        images=("kubecost", "opencost"),
+        change=(
+            "allocates GPU cost by containers' nvidia.com/gpu requests: translated pods cost no GPU"
+        ),
+        action=(
+            "allocate GPU cost from gpu2dra_pod_gpu_info (count by (namespace, pod)), or from "
+            "dcgm-exporter with its DRA mapping on"
+        ),
     ),
     Known(
-        "nvsentinel",
-        "NVIDIA NVSentinel",
-        ("nvsentinel",),
-        "finds the pods on a faulty GPU by their nvidia.com/gpu requests to drain and "
-        "remediate (NVSentinel#1867): translated pods stay on a faulty GPU",
-        "check that the installed version recognises pods with DRA claims; until then drain "
-        "faulty GPU nodes whole",
+        key="nvsentinel",
+        name="NVIDIA NVSentinel",
+        images=("nvsentinel",),
+        change=(
+            "finds the pods on a faulty GPU by their nvidia.com/gpu requests to drain and "
+            "remediate (NVSentinel#1867): translated pods stay on a faulty GPU"
+        ),
+        action=(
+            "check that the installed version recognises pods with DRA claims; until then drain "
+            "faulty GPU nodes whole"
+        ),
     ),
     Known(
-        "kube-state-metrics",
-        "kube-state-metrics",
-        ("kube-state-metrics",),
-        'kube_pod_container_resource_requests{resource="nvidia_com_gpu"} no longer counts '
-        "translated pods: GPU request dashboards and recording rules drop them",
-        "count the GPUs pods hold from gpu2dra_pod_gpu_info (count by (namespace) "
-        "(gpu2dra_pod_gpu_info))",
+        key="kube-state-metrics",
+        name="kube-state-metrics",
+        images=("kube-state-metrics",),
+        change=(
+            'kube_pod_container_resource_requests{resource="nvidia_com_gpu"} no longer counts '
+            "translated pods: GPU request dashboards and recording rules drop them"
+        ),
+        action=(
+            "count the GPUs pods hold from gpu2dra_pod_gpu_info (count by (namespace) "
+            "(gpu2dra_pod_gpu_info))"
+        ),
     ),
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Found:
     """A known component, seen running as a Deployment or DaemonSet."""
 
@@ -130,7 +158,13 @@ def components(kind: str, objects: Iterable[Obj]) -> Iterator[Found]:
                 for e in c.get("env") or []
                 if isinstance(e, dict) and "name" in e
             }
-            yield Found(known, kind, str(meta.get("namespace", "")), str(meta.get("name", "")), env)
+            yield Found(
+                known=known,
+                kind=kind,
+                namespace=str(meta.get("namespace", "")),
+                name=str(meta.get("name", "")),
+                env=env,
+            )
             break
 
 

@@ -27,6 +27,7 @@ def allocated_to(all_claims: list[Obj]) -> dict[tuple[str, str, str], str]:
 
 def analyse_request(
     request: DraRequest,
+    *,
     claim: str,
     classes: Mapping[str, Obj],
     devices: list[Device],

@@ -186,6 +186,6 @@ def _devices_steps(facts: PodFacts, claim: Obj, key: str) -> list[Step]:
     by_name = {c["metadata"]["name"]: c for c in classes}
     owners, devices = allocated_to(claims), devices_of(slices)
     return [
-        analyse_request(request, key, by_name, devices, owners)
+        analyse_request(request, claim=key, classes=by_name, devices=devices, owners=owners)
         for request in dra_requests(claim.get("spec"))
     ]

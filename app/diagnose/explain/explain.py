@@ -80,11 +80,12 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
             selects = selecting(translation.templates)
             if held := uncounted(facts.kueue, classes, selects, KUEUE_THEN["leave"]):
                 return [*notes, Step("info", f"not translated ({asks}): {held}"), *more]
-    return notes + _verdict(facts, asks, mode, where, translation, uses) + more
+    verdict = _verdict(facts, asks=asks, mode=mode, where=where, translation=translation, uses=uses)
+    return notes + verdict + more
 
 
 def _verdict(
-    facts: PodFacts, asks: str, mode: str, where: str, translation: Translation, uses: str
+    facts: PodFacts, *, asks: str, mode: str, where: str, translation: Translation, uses: str
 ) -> list[Step]:
     """Why gpu2dra left the pod untranslated in a namespace of this mode."""
     spec = facts.pod.get("spec") or {}

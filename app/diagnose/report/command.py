@@ -26,7 +26,7 @@ def run(
     reader = connect(kubeconfig)
     policy, _ = cluster_policy(reader, policy_file)
     namespaces, objects, catalog, unreadable = gather(reader, namespace, policy)
-    report = build(namespaces, objects, policy, catalog, unreadable)
+    report = build(namespaces, objects, policy, catalog, unreadable=unreadable)
     if output == "json":
         sys.stdout.buffer.write(render_json(report) + b"\n")
     elif output == "csv":

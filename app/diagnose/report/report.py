@@ -74,7 +74,7 @@ def _replicas(obj: Obj) -> int | None:
 
 
 def workload_of(
-    obj: Obj, namespace: str, policy: Policy, catalog: Catalog, kind: str, name: str
+    obj: Obj, *, namespace: str, policy: Policy, catalog: Catalog, kind: str, name: str
 ) -> Workload | None:
     """The report row of one object, None when it asks for no legacy GPU resource."""
     gpus: Counter[str] = Counter()
@@ -88,14 +88,16 @@ def workload_of(
         preempts = preempts or preempting_class(spec) or ""
     if not +gpus:
         return None
-    result = translate_documents([obj], policy, catalog, namespace, "enabled")
+    result = translate_documents([obj], policy, catalog, namespace=namespace, mode="enabled")
     found = [n.text for n in result.notes if n.text.code not in NOT_WARNINGS]
     native = all(catalog.serving_extended_resource(r) for r in gpus)
     once_shared = False
     if Code.NOT_SHARING in codes(found):
         everywhere = replace(catalog, sharing=None)  # as if every driver shared every capacity
         once_shared = bool(
-            translate_documents([obj], policy, everywhere, namespace, "enabled").templates
+            translate_documents(
+                [obj], policy, everywhere, namespace=namespace, mode="enabled"
+            ).templates
         )
     return Workload(
         namespace=namespace,
@@ -125,6 +127,7 @@ def build(
     objects: list[tuple[str, Obj]],
     policy: Policy,
     catalog: Catalog,
+    *,
     unreadable: list[str] | None = None,
 ) -> Report:
     """`objects`: (kind, object) of every kind listed, owners before what they own.
@@ -145,7 +148,9 @@ def build(
             shown_kind, shown_name = str(owner.get("kind")), str(owner.get("name"))
             through = f"{kind} {meta.get('name')}"
         ns = str(meta.get("namespace", ""))
-        row = workload_of(obj, ns, policy, catalog, shown_kind, shown_name)
+        row = workload_of(
+            obj, namespace=ns, policy=policy, catalog=catalog, kind=shown_kind, name=shown_name
+        )
         if row is not None:
             if through:
                 row = Workload(**{**asdict(row), "seen_through": through})

@@ -4,7 +4,7 @@ listed: kept while a live pod names it or while it is too young to tell, else de
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -20,6 +20,7 @@ class Fate:
     name: str
     action: Action
     why: str
+    _: KW_ONLY
     uid: str = ""
     resource_version: str = ""
 

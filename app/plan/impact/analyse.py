@@ -45,7 +45,7 @@ READERS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Finding:
     level: Level
     kind: str  # webhook | component | custom-resource | quota | queue
@@ -109,6 +109,7 @@ def selects(selector: Any, labels: Mapping[str, str]) -> bool:
 def webhook_findings(
     kind: str,
     configs: Iterable[Obj],
+    *,
     names: tuple[str, ...],
     shown: str,
     namespace: tuple[str, Mapping[str, str]] | None = None,
@@ -139,14 +140,18 @@ def webhook_findings(
                 elsewhere = f" (its namespaceSelector leaves out namespace {namespace[0]})"
             found.append(
                 Finding(
-                    level,
-                    "webhook",
-                    f"{kind} {config['metadata']['name']}, webhook {hook.get('name')}",
-                    f"its match conditions send it only pods that ask for {shown}; "
-                    f"{when}, which asks for none: it no longer sees migrated pods{elsewhere}",
-                    "match pods with claims too (object.spec.?resourceClaims.orValue([]) != "
-                    "[]), or keep the namespaces it serves disabled",
-                    tuple(naming),
+                    level=level,
+                    kind="webhook",
+                    subject=f"{kind} {config['metadata']['name']}, webhook {hook.get('name')}",
+                    change=(
+                        f"its match conditions send it only pods that ask for {shown}; "
+                        f"{when}, which asks for none: it no longer sees migrated pods{elsewhere}"
+                    ),
+                    action=(
+                        "match pods with claims too (object.spec.?resourceClaims.orValue([]) != "
+                        "[]), or keep the namespaces it serves disabled"
+                    ),
+                    details=tuple(naming),
                 )
             )
     return found
@@ -166,11 +171,11 @@ def component_findings(deployments: Listed, daemonsets: Listed) -> list[Finding]
             by_key[found.known.key] = found.known
     return [
         Finding(
-            "WARN",
-            "component",
-            f"{by_key[key].name}: {', '.join(objects)}",
-            by_key[key].change,
-            by_key[key].action,
+            level="WARN",
+            kind="component",
+            subject=f"{by_key[key].name}: {', '.join(objects)}",
+            change=by_key[key].change,
+            action=by_key[key].action,
         )
         for key, objects in seen.items()
     ]
@@ -187,7 +192,13 @@ def crd_findings(crds: Iterable[Obj]) -> list[Finding]:
         name, change, action = READERS[group]
         level: Level = "WARN" if group == "scheduling.volcano.sh" else "INFO"
         found.append(
-            Finding(level, "custom-resource", f"{name}: {', '.join(names)}", change, action)
+            Finding(
+                level=level,
+                kind="custom-resource",
+                subject=f"{name}: {', '.join(names)}",
+                change=change,
+                action=action,
+            )
         )
     return found
 
@@ -211,23 +222,25 @@ def quota_findings(quotas: Iterable[Obj], policy: Policy) -> list[Finding]:
                 if mirrored:
                     found.append(
                         Finding(
-                            "INFO",
-                            "quota",
-                            subject,
-                            f"{change}; {device_class}{DEVICES_SUFFIX} limits their devices",
-                            "nothing: both sides are limited",
+                            level="INFO",
+                            kind="quota",
+                            subject=subject,
+                            change=f"{change}; {device_class}{DEVICES_SUFFIX} limits their devices",
+                            action="nothing: both sides are limited",
                         )
                     )
                 else:
                     found.append(
                         Finding(
-                            "WARN",
-                            "quota",
-                            subject,
-                            f"{change}, and no quota of the namespace limits "
-                            f"{device_class}{DEVICES_SUFFIX}: gpu2dra leaves its GPU pods on "
-                            "the device plugin",
-                            f"gpu2dra quota -n {namespace} | kubectl apply -f -",
+                            level="WARN",
+                            kind="quota",
+                            subject=subject,
+                            change=(
+                                f"{change}, and no quota of the namespace limits "
+                                f"{device_class}{DEVICES_SUFFIX}: gpu2dra leaves its GPU pods on "
+                                "the device plugin"
+                            ),
+                            action=f"gpu2dra quota -n {namespace} | kubectl apply -f -",
                         )
                     )
     return found
@@ -247,14 +260,18 @@ def queue_findings(queues: Iterable[Obj], names: tuple[str, ...]) -> list[Findin
         if covered:
             found.append(
                 Finding(
-                    "WARN",
-                    "queue",
-                    f"ClusterQueue {queue['metadata']['name']} ({', '.join(covered)})",
-                    "a translated pod asks for none of these: Kueue counts its claims only with "
-                    "its DRA gate on and their DeviceClass mapped (resources."
-                    "deviceClassMappings), under the mapped name",
-                    "see gpu2dra doctor's kueue check; give the queue a quota for the mapped "
-                    "name (docs/concepts/quota.md#kueue)",
+                    level="WARN",
+                    kind="queue",
+                    subject=f"ClusterQueue {queue['metadata']['name']} ({', '.join(covered)})",
+                    change=(
+                        "a translated pod asks for none of these: Kueue counts its claims only "
+                        "with its DRA gate on and their DeviceClass mapped "
+                        "(resources.deviceClassMappings), under the mapped name"
+                    ),
+                    action=(
+                        "see gpu2dra doctor's kueue check; give the queue a quota for the mapped "
+                        "name (docs/concepts/quota.md#kueue)"
+                    ),
                 )
             )
     return found
@@ -273,7 +290,9 @@ def analyse(inputs: Inputs, policy: Policy) -> tuple[list[Finding], list[str]]:
         if isinstance(listed, ReadError):
             unreadable.append(cannot_read(listed, f"{kind}s"))
         else:
-            findings += webhook_findings(kind, listed, names, shown, inputs.namespace)
+            findings += webhook_findings(
+                kind, listed, names=names, shown=shown, namespace=inputs.namespace
+            )
     for what, listed in (("deployments", inputs.deployments), ("daemonsets", inputs.daemonsets)):
         if isinstance(listed, ReadError):
             unreadable.append(cannot_read(listed, what))

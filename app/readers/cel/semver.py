@@ -21,6 +21,7 @@ class Semver:
         major: int,
         minor: int,
         patch: int,
+        *,
         pre: tuple[int | str, ...] = (),
         build: tuple[str, ...] = (),
     ) -> None:
@@ -91,7 +92,7 @@ def parse_semver(text: str, normalize: bool = False) -> Semver:
     if any(not _IDENT.fullmatch(b) for b in builds):
         raise ValueError(f"semver {str(text)!r}: invalid build metadata")
     major, minor, patch_number = (int(n) for n in numbers)
-    return Semver(major, minor, patch_number, tuple(idents), builds)
+    return Semver(major, minor, patch_number, pre=tuple(idents), build=builds)
 
 
 def _normalize(text: str) -> str:

@@ -299,7 +299,9 @@ def test_translate_explain_and_report_count_alike(spec: Obj, setup: tuple[Policy
     policy, catalog = setup
     want = legacy_devices(spec, policy)
     workload = {"kind": "Deployment", "spec": {"template": {"spec": spec}}}
-    row = workload_of(workload, "ml", policy, catalog, "Deployment", "d")
+    row = workload_of(
+        workload, namespace="ml", policy=policy, catalog=catalog, kind="Deployment", name="d"
+    )
     if is_pod_spec(spec):  # report finds pod specs by shape: one with containers
         assert (row.gpus if row is not None else {}) == want
     if want:  # explain reads pods the API server stored: a GPU pod here, well formed or not

@@ -5,7 +5,7 @@ what per-pod GPU attribution each namespace gpu2dra translates in keeps."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from app.core.kube import Obj
 from app.core.policy import Policy
@@ -27,6 +27,7 @@ class Exporter:
     """A dcgm-exporter workload and how far it maps DRA devices to pods."""
 
     where: str  # "DaemonSet gpu-operator/nvidia-dcgm-exporter"
+    _: KW_ONLY
     env: bool  # KUBERNETES_ENABLE_DRA=true
     rbac: bool | None  # its ServiceAccount may list and watch resourceslices; None: unknown
 
@@ -85,8 +86,8 @@ def dcgm_exporters(
             found.append(
                 Exporter(
                     f"{kind} {seen.namespace}/{seen.name}",
-                    maps_dra(seen),
-                    reads_slices(seen.namespace, account, roles, bindings),
+                    env=maps_dra(seen),
+                    rbac=reads_slices(seen.namespace, account, roles, bindings),
                 )
             )
     return found

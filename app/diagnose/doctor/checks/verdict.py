@@ -3,7 +3,7 @@ one way a check says it could not read what it judges."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Literal
 
 from app.diagnose.doctor.facts import NotServed
@@ -30,12 +30,19 @@ class Check:
     name: str
     status: Status
     summary: str
+    _: KW_ONLY
     fix: str = ""
     details: tuple[str, ...] = ()
 
     @classmethod
     def named(cls, name: str, verdict: Verdict) -> Check:
-        return cls(name, verdict.status, verdict.summary, verdict.fix, verdict.details)
+        return cls(
+            name=name,
+            status=verdict.status,
+            summary=verdict.summary,
+            fix=verdict.fix,
+            details=verdict.details,
+        )
 
 
 def unreadable(err: ReadError) -> Verdict:

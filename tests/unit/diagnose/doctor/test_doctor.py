@@ -71,7 +71,13 @@ def test_namespace_modes_are_counted() -> None:
 def test_text_output_one_line_per_check() -> None:
     checks = [
         Check("kubernetes", "PASS", "v1.35.0"),
-        Check("coexistence", "FAIL", "node n offers GPUs twice", "remove one", ("node n: x",)),
+        Check(
+            "coexistence",
+            "FAIL",
+            "node n offers GPUs twice",
+            fix="remove one",
+            details=("node n: x",),
+        ),
     ]
     assert render_text(checks, "embedded default").splitlines() == [
         "policy: embedded default",

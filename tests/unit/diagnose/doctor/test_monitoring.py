@@ -93,7 +93,7 @@ def test_rbac_to_read_slices_through_a_cluster_role_binding() -> None:
 
 def test_dcgm_exporter_maps_dra_devices_with_its_environment_and_rbac() -> None:
     (told,) = dcgm_exporters([dcgm(ENV)], [], ROLES, BINDINGS)
-    assert told == Exporter("DaemonSet gpu-operator/nvidia-dcgm-exporter", True, True)
+    assert told == Exporter("DaemonSet gpu-operator/nvidia-dcgm-exporter", env=True, rbac=True)
     facts = Facts(daemonsets=[dcgm(ENV)], cluster_roles=ROLES, cluster_role_bindings=BINDINGS)
     check = check_dcgm_exporter(facts, POLICY)
     assert (check.status, check.summary) == (

@@ -33,10 +33,10 @@ def nodes(*names: str, gpus: int = 1) -> list[Device]:
 def test_enough_devices_but_not_on_one_node() -> None:
     step = analyse_request(
         DraRequest("gpu", "gpu.nvidia.com", 2, ()),
-        "ns/c",
-        CLASSES,
-        nodes("a", "b"),
-        {},
+        claim="ns/c",
+        classes=CLASSES,
+        devices=nodes("a", "b"),
+        owners={},
     )
     assert step.state == "FAIL"
     assert step.text.startswith(
@@ -48,7 +48,7 @@ def test_own_allocation_is_not_another_claims() -> None:
     devices = nodes("a", gpus=2)
     owners = {devices[0].key: "ns/c", devices[1].key: "ns/other"}
     request = DraRequest("gpu", "gpu.nvidia.com", 2, ())
-    step = analyse_request(request, "ns/c", CLASSES, devices, owners)
+    step = analyse_request(request, claim="ns/c", classes=CLASSES, devices=devices, owners=owners)
     assert "capacity exhausted" in step.text
     assert step.details == (
         "a/gpu-0: matches and is free",
@@ -59,12 +59,16 @@ def test_own_allocation_is_not_another_claims() -> None:
 def test_missing_class_and_failing_selector() -> None:
     devices = nodes("a")
     missing = analyse_request(
-        DraRequest("gpu", "gpu.nvida.com", 1, ()), "ns/c", CLASSES, devices, {}
+        DraRequest("gpu", "gpu.nvida.com", 1, ()),
+        claim="ns/c",
+        classes=CLASSES,
+        devices=devices,
+        owners={},
     )
     assert missing.text.endswith(": DeviceClass gpu.nvida.com does not exist")
     index = "device.attributes['gpu.nvidia.com'].index == 0"
     request = DraRequest("gpu", "gpu.nvidia.com", 1, (index,))
-    failing = analyse_request(request, "ns/c", CLASSES, devices, {})
+    failing = analyse_request(request, claim="ns/c", classes=CLASSES, devices=devices, owners={})
     assert failing.state == "FAIL"
     assert "the scheduler aborts allocation with a CEL runtime error" in failing.text
     assert failing.details == ("a/gpu-0: selector #1 fails: no such key: index",)
@@ -72,7 +76,7 @@ def test_missing_class_and_failing_selector() -> None:
 
 def test_free_devices_point_at_the_scheduler() -> None:
     request = DraRequest("gpu", "gpu.nvidia.com", 1, ())
-    step = analyse_request(request, "ns/c", CLASSES, nodes("a"), {})
+    step = analyse_request(request, claim="ns/c", classes=CLASSES, devices=nodes("a"), owners={})
     assert step.state == "info"
     assert "1 free on node a is enough: see the scheduler's events" in step.text
 

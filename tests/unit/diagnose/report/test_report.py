@@ -25,7 +25,7 @@ def container(name: str, limits: Obj, **extra: Any) -> Obj:
     return {"name": name, "image": "x", "resources": {"limits": limits}, **extra}
 
 
-def obj(kind: str, name: str, ns: str, spec: Obj, owner: Obj | None = None) -> tuple[str, Obj]:
+def obj(kind: str, name: str, ns: str, spec: Obj, *, owner: Obj | None = None) -> tuple[str, Obj]:
     meta: Obj = {"name": name, "namespace": ns, "uid": f"uid-{kind}-{name}"}
     if owner is not None:
         meta["ownerReferences"] = [{**owner, "controller": True}]
@@ -58,11 +58,11 @@ def test_workloads_are_reported_at_the_top() -> None:
     ray_ref = {"kind": "RayCluster", "name": "ray", "uid": "uid-ray"}
     objects = [
         obj("Deployment", "web", "ml", {"replicas": 3, **template}),
-        obj("ReplicaSet", "web-1", "ml", template, deploy_ref),
-        obj("Pod", "web-1-a", "ml", template["template"]["spec"], rs_ref),
+        obj("ReplicaSet", "web-1", "ml", template, owner=deploy_ref),
+        obj("Pod", "web-1-a", "ml", template["template"]["spec"], owner=rs_ref),
         # Owned by a custom resource that could not be listed: reported as its owner, once.
-        obj("Pod", "ray-head", "ml", template["template"]["spec"], ray_ref),
-        obj("Pod", "ray-worker", "ml", template["template"]["spec"], ray_ref),
+        obj("Pod", "ray-head", "ml", template["template"]["spec"], owner=ray_ref),
+        obj("Pod", "ray-worker", "ml", template["template"]["spec"], owner=ray_ref),
         obj("Pod", "cpu", "ml", pod_spec(container("c", {"cpu": "1"}))),
     ]
     report = build([namespace("ml")], objects, POLICY, CATALOG)
@@ -130,7 +130,7 @@ def test_outputs() -> None:
         [obj("Deployment", "web", "ml", spec)],
         POLICY,
         CATALOG,
-        ["trainjobs (GET ...: 403 forbidden)"],
+        unreadable=["trainjobs (GET ...: 403 forbidden)"],
     )
     table = render_table(report).splitlines()
     assert table[0].split() == [
@@ -195,14 +195,14 @@ def test_nothing_to_report() -> None:
 def test_unreadable_namespaces_leave_modes_unknown_and_out_of_the_rollout() -> None:
     pod = obj("Pod", "p", "ml", pod_spec(container("main", {"nvidia.com/gpu": 1})))
     why = "namespaces (GET /api/v1/namespaces: 403 forbidden): their modes are unknown"
-    report = build(None, [pod], POLICY, CATALOG, [why])
+    report = build(None, [pod], POLICY, CATALOG, unreadable=[why])
     assert [(n.name, n.mode) for n in report.namespaces] == [("ml", "unknown")]
     assert report.rollout == []
     assert render_table(report).splitlines()[-1] == f"cannot read {why}"
 
 
 def test_nothing_readable_says_so() -> None:
-    table = render_table(build(None, [], POLICY, CATALOG, ["pods (403)"]))
+    table = render_table(build(None, [], POLICY, CATALOG, unreadable=["pods (403)"]))
     assert table == "no workload asks for legacy GPU resources in what could be read\n" + (
         "cannot read pods (403)\n"
     )

@@ -97,7 +97,7 @@ def test_a_young_template_is_kept() -> None:
     )
 
 
-UNUSED = Fate("ml", "gpu2dra-a", "delete", "no live pod uses it", "uid-a", "7")
+UNUSED = Fate("ml", "gpu2dra-a", "delete", "no live pod uses it", uid="uid-a", resource_version="7")
 
 
 def test_the_last_look_keeps_a_template_a_new_pod_uses() -> None:

@@ -206,7 +206,14 @@ def test_what_cannot_be_read_is_named_and_the_rest_judged() -> None:
 
 
 def test_text_and_json() -> None:
-    finding = Finding("WARN", "quota", "ResourceQuota ml/q", "it changes", "do this", ("a",))
+    finding = Finding(
+        level="WARN",
+        kind="quota",
+        subject="ResourceQuota ml/q",
+        change="it changes",
+        action="do this",
+        details=("a",),
+    )
     assert render_text([finding], ["cannot read x"], "every namespace") == (
         "what keys on GPU requests and would stop seeing translated pods (every namespace):\n"
         "WARN  quota            ResourceQuota ml/q\n"
