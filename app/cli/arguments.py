@@ -56,8 +56,56 @@ def parser() -> argparse.ArgumentParser:
         help="the version running (and, in the image, the commit it was built from)",
     )
     sub = top.add_subparsers(dest="command", required=True)
+    _add_serve(sub.add_parser("serve", help="run the admission webhook"))
+    _add_exporter(
+        sub.add_parser(
+            "exporter",
+            help="export gpu2dra_pod_gpu_info: which pod holds which GPU through DRA claims",
+        )
+    )
+    _add_translate(sub.add_parser("translate", help="print manifests translated; creates nothing"))
+    _add_certs(sub.add_parser("certs", help="make a CA and a serving certificate"))
+    # Read-only cluster commands: the current kubeconfig, GETs only.
+    cluster = [_cluster_options()]
+    _add_doctor(sub.add_parser("doctor", parents=cluster, help="check the cluster's DRA readiness"))
+    _add_explain(sub.add_parser("explain", parents=cluster, help="why a GPU pod is in its state"))
+    _add_report(
+        sub.add_parser(
+            "report", parents=cluster, help="workloads that still ask for legacy GPU resources"
+        )
+    )
+    _add_impact(
+        sub.add_parser(
+            "impact",
+            parents=cluster,
+            help="what keys on GPU requests and would stop seeing translated pods",
+        )
+    )
+    _add_deviceclasses(
+        sub.add_parser(
+            "deviceclasses",
+            parents=cluster,
+            help="print a DeviceClass per MIG profile, for the in-tree path (YAML)",
+        )
+    )
+    _add_quota(
+        sub.add_parser(
+            "quota",
+            parents=cluster,
+            help="print DRA-side ResourceQuotas that mirror the legacy GPU quotas",
+        )
+    )
+    _add_prune_templates(
+        sub.add_parser(
+            "prune-templates",
+            help="delete gpu2dra's ResourceClaimTemplates that no pod uses (a dry run without "
+            "--apply)",
+        )
+    )
+    return top
 
-    serve = sub.add_parser("serve", help="run the admission webhook")
+
+def _add_serve(serve: argparse.ArgumentParser) -> None:
     listen, settings = Listen(), {f.name: f.default for f in fields(Settings)}
     serve.add_argument("--host", default=listen.host, help="address to listen on")
     serve.add_argument("--port", type=int, default=listen.port, help="HTTPS port to listen on")
@@ -116,22 +164,10 @@ def parser() -> argparse.ArgumentParser:
         default=listen.drain_seconds,
         help="on SIGTERM, report not-ready this long before stopping (rolling restarts)",
     )
-    serve.add_argument(
-        "--log-level",
-        default=listen.log_level,
-        help="the least severe level logged: debug, info, warning or error",
-    )
-    serve.add_argument(
-        "--log-format",
-        choices=("json", "text"),
-        default="json",
-        help="one JSON object per line, or text",
-    )
+    _log_options(serve, level=listen.log_level)
 
-    exporter = sub.add_parser(
-        "exporter",
-        help="export gpu2dra_pod_gpu_info: which pod holds which GPU through DRA claims",
-    )
+
+def _add_exporter(exporter: argparse.ArgumentParser) -> None:
     exporter.add_argument("--host", default="0.0.0.0", help="address to listen on")
     exporter.add_argument("--port", type=int, default=9464, help="HTTP port of /metrics")
     exporter.add_argument("--kubeconfig", type=Path, help="default: the service account")
@@ -148,19 +184,25 @@ def parser() -> argparse.ArgumentParser:
         default=10.0,
         help="seconds allowed for each list of the watch caches",
     )
-    exporter.add_argument(
+    _log_options(exporter, level="info")
+
+
+def _log_options(command: argparse.ArgumentParser, *, level: str) -> None:
+    """--log-level and --log-format, as `serve` and `exporter` take them."""
+    command.add_argument(
         "--log-level",
-        default="info",
+        default=level,
         help="the least severe level logged: debug, info, warning or error",
     )
-    exporter.add_argument(
+    command.add_argument(
         "--log-format",
         choices=("json", "text"),
         default="json",
         help="one JSON object per line, or text",
     )
 
-    tr = sub.add_parser("translate", help="print manifests translated; creates nothing")
+
+def _add_translate(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("-f", "--filename", required=True, help="manifest file, or - for stdin")
     tr.add_argument("-n", "--namespace", help="namespace for documents that name none")
     tr.add_argument("--policy", type=Path, help="policy file (default: embedded)")
@@ -171,7 +213,8 @@ def parser() -> argparse.ArgumentParser:
         "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
     )
 
-    certs = sub.add_parser("certs", help="make a CA and a serving certificate")
+
+def _add_certs(certs: argparse.ArgumentParser) -> None:
     certs.add_argument("--service", required=True, help="the webhook's Service name")
     certs.add_argument("--namespace", required=True, help="the Service's namespace")
     certs.add_argument(
@@ -184,23 +227,30 @@ def parser() -> argparse.ArgumentParser:
     certs.add_argument("--dns", action="append", default=[], help="extra DNS SAN (repeatable)")
     certs.add_argument("--days", type=int, default=365, help="days the certificates are valid")
 
-    # Read-only cluster commands: the current kubeconfig, GETs only.
+
+def _cluster_options() -> argparse.ArgumentParser:
+    """The options every read-only cluster command shares, as a parent parser."""
     cluster = argparse.ArgumentParser(add_help=False)
     cluster.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
     cluster.add_argument(
         "--policy", type=Path, help="policy file (default: gpu2dra's ConfigMap, else embedded)"
     )
-    doctor = sub.add_parser("doctor", parents=[cluster], help="check the cluster's DRA readiness")
+    return cluster
+
+
+def _add_doctor(doctor: argparse.ArgumentParser) -> None:
     doctor.add_argument(
         "-o", "--output", choices=("text", "json"), default="text", help="output format"
     )
-    explain = sub.add_parser("explain", parents=[cluster], help="why a GPU pod is in its state")
+
+
+def _add_explain(explain: argparse.ArgumentParser) -> None:
     explain.add_argument("kind", choices=("pod",), help="what to explain")
     explain.add_argument("name", help="the pod's name")
     explain.add_argument("-n", "--namespace", default="default", help="the pod's namespace")
-    report = sub.add_parser(
-        "report", parents=[cluster], help="workloads that still ask for legacy GPU resources"
-    )
+
+
+def _add_report(report: argparse.ArgumentParser) -> None:
     scope = report.add_mutually_exclusive_group()
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     scope.add_argument(
@@ -211,11 +261,9 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument(
         "-o", "--output", choices=("table", "json", "csv"), default="table", help="output format"
     )
-    impact = sub.add_parser(
-        "impact",
-        parents=[cluster],
-        help="what keys on GPU requests and would stop seeing translated pods",
-    )
+
+
+def _add_impact(impact: argparse.ArgumentParser) -> None:
     scope = impact.add_mutually_exclusive_group()
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     scope.add_argument(
@@ -224,32 +272,27 @@ def parser() -> argparse.ArgumentParser:
     impact.add_argument(
         "-o", "--output", choices=("text", "json"), default="text", help="output format"
     )
-    classes = sub.add_parser(
-        "deviceclasses",
-        parents=[cluster],
-        help="print a DeviceClass per MIG profile, for the in-tree path (YAML)",
-    )
+
+
+def _add_deviceclasses(classes: argparse.ArgumentParser) -> None:
     classes.add_argument(
         "--profiles",
         type=_profiles,
         help="comma-separated MIG profiles (1g.10gb,1g.10gb+me) instead of the "
         "cluster's ResourceSlices",
     )
-    quota = sub.add_parser(
-        "quota",
-        parents=[cluster],
-        help="print DRA-side ResourceQuotas that mirror the legacy GPU quotas",
-    )
+
+
+def _add_quota(quota: argparse.ArgumentParser) -> None:
     where = quota.add_mutually_exclusive_group()
     where.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     where.add_argument("-n", "--namespace", help="one namespace (default: default)")
     quota.add_argument(
         "-f", "--filename", help="read ResourceQuotas from this YAML (- for stdin), not a cluster"
     )
-    prune = sub.add_parser(
-        "prune-templates",
-        help="delete gpu2dra's ResourceClaimTemplates that no pod uses (a dry run without --apply)",
-    )
+
+
+def _add_prune_templates(prune: argparse.ArgumentParser) -> None:
     prune.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
     where = prune.add_mutually_exclusive_group()
     where.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
@@ -268,4 +311,3 @@ def parser() -> argparse.ArgumentParser:
         help="keep templates younger than this (90s, 30m, 1h, 2d): gpu2dra makes a template "
         "just before the pod that uses it is stored",
     )
-    return top
