@@ -1,8 +1,8 @@
 """The one way gpu2dra finds its cluster: a kubeconfig or the pod's service account, and the
 namespace a kubeconfig's context names.
 
-The webhook prefers its service account (it runs in the cluster); the troubleshooting
-commands prefer the kubeconfig (they run on a laptop). Every call made through the client is
+The webhook prefers its service account (it runs in the cluster); the commands for a running
+cluster prefer the kubeconfig (they run on a laptop). Every call made through the client is
 bounded by its own deadline, so the client retries nothing behind the caller's back.
 """
 

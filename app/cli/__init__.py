@@ -1,4 +1,5 @@
-"""`gpu2dra`: serve the webhook, translate manifests offline, make certificates, troubleshoot.
+"""`gpu2dra`: serve the webhook, translate manifests offline, make certificates, diagnose,
+plan and maintain a running cluster.
 
 `arguments` holds the command line's grammar, `commands` what each command does."""
 
