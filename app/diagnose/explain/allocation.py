@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from typing import Any
 
 from app.core.kube import Obj
 from app.core.resources import DraRequest
+from app.diagnose.explain.shares import Amounts, DeviceKey, shortfall
 from app.diagnose.explain.step import Step
 from app.readers.cel.devices import Device, SelectorError, class_selectors, matches
 
 MAX_DEVICE_LINES = 16
+# What the scheduler says of a pod whose claims it cannot allocate on any node.
+CANNOT_ALLOCATE = "cannot allocate all claims"
 
 
 def allocated_to(all_claims: list[Obj]) -> dict[tuple[str, str, str], str]:
@@ -32,18 +36,24 @@ def analyse_request(
     classes: Mapping[str, Obj],
     devices: list[Device],
     owners: Mapping[tuple[str, str, str], str],
+    wants: Mapping[str, Any] | None = None,
+    consumed: Mapping[DeviceKey, Amounts] | None = None,
+    refused: str | None = None,
 ) -> Step:
     """Why a request of an unallocated claim has no devices: each device of its class, whether
-    it matches the request's selectors, and whether another claim holds it."""
+    it matches the request's selectors, and whether another claim holds it, or, for a device
+    that allows multiple allocations, what is left of its capacity for what the request
+    `wants` beside what other claims `consumed`. `refused`: the scheduler's reason when it
+    refused the pod."""
     name, class_name, need = request.name, request.device_class, request.devices
-    wants = f"{need} x {class_name}" if need else f"all {class_name}"
+    wants_text = f"{need} x {class_name}" if need else f"all {class_name}"
     device_class = classes.get(class_name)
     if device_class is None:
         return Step(
-            "FAIL", f"request {name} asks for {wants}: DeviceClass {class_name} does not exist"
+            "FAIL", f"request {name} asks for {wants_text}: DeviceClass {class_name} does not exist"
         )
     lines, usable, errors = [], Counter[str](), 0
-    in_class = matching = taken = 0
+    in_class = matching = taken = shared = 0
     exprs = request.selectors
     for device in devices:
         where = f"{device.node or device.pool}/{device.name}"
@@ -67,11 +77,19 @@ def analyse_request(
             taken += 1
             lines.append(f"{where}: matches, but allocated to claim {owner}")
             continue
+        if device.allow_multiple:
+            short = shortfall(device, wants or {}, (consumed or {}).get(device.key, {}))
+            if short is not None:
+                taken += 1
+                lines.append(f"{where}: matches and is shared, but {short}")
+                continue
+            shared += 1
         usable[device.node] += 1
-        lines.append(f"{where}: matches and is free")
-    shared = usable.pop("", 0)  # devices not bound to a node go with any node
+        room = "shared, with room" if device.allow_multiple else "free"
+        lines.append(f"{where}: matches and is {room}")
+    anywhere = usable.pop("", 0)  # devices not bound to a node go with any node
     best_node, best = max(usable.items(), key=lambda kv: kv[1], default=("", 0))
-    best += shared
+    best += anywhere
     counts = (
         f"{in_class} device(s) in the class, {matching} match the selectors, {taken} of those "
         f"are allocated to other claims"
@@ -81,15 +99,24 @@ def analyse_request(
     if errors:
         return Step(
             "FAIL",
-            f"request {name} asks for {wants}: a selector fails on {errors} device(s); the "
+            f"request {name} asks for {wants_text}: a selector fails on {errors} device(s); the "
             "scheduler aborts allocation with a CEL runtime error",
             tuple(lines),
+        )
+    if need and best >= need and shared and refused and CANNOT_ALLOCATE in refused:
+        return Step(
+            "WARN",
+            f"request {name} asks for {wants_text}: {counts}; {best} on node {best_node or '-'} "
+            f"have room, yet the scheduler refused the pod ({CANNOT_ALLOCATE}): it can count "
+            "a claim it is allocating twice on a shared device, and then tries the pod again "
+            "only after 5 minutes (kube-scheduler --pod-max-in-unschedulable-pods-duration)",
+            (*lines, "docs/concepts/sharing.md#a-pod-refused-the-last-share"),
         )
     if need and best >= need:
         return Step(
             "info",
-            f"request {name} asks for {wants}: {counts}; {best} free on node {best_node or '-'} "
-            "is enough: see the scheduler's events",
+            f"request {name} asks for {wants_text}: {counts}; {best} free on node "
+            f"{best_node or '-'} is enough: see the scheduler's events",
             tuple(lines),
         )
     if not in_class:
@@ -101,10 +128,13 @@ def analyse_request(
     elif matching < need:
         why = f"only {matching} device(s) match the request's selectors"
     elif matching - taken < need:
-        why = "capacity exhausted: the matching devices are allocated to other claims"
+        why = (
+            "capacity exhausted: the matching devices are allocated to other claims, or their "
+            "shared capacity is consumed"
+        )
     else:
         why = f"no single node has {need} free matching device(s) (at most {best})"
-    return Step("FAIL", f"request {name} asks for {wants}: {why}; {counts}", tuple(lines))
+    return Step("FAIL", f"request {name} asks for {wants_text}: {why}; {counts}", tuple(lines))
 
 
 def _match(exprs: tuple[str, ...], device: Device) -> str | None:

@@ -9,6 +9,7 @@ from app.core.resources import dra_requests
 from app.core.templates import TEMPLATE_PREFIX, describe_template, is_managed
 from app.diagnose.explain.allocation import allocated_to, analyse_request
 from app.diagnose.explain.facts import PodFacts
+from app.diagnose.explain.shares import capacity_requests, consumed_capacity
 from app.diagnose.explain.step import Step, unreadable_step
 from app.readers.cel.devices import devices_of
 from app.readers.client import ReadError
@@ -185,7 +186,25 @@ def _devices_steps(facts: PodFacts, claim: Obj, key: str) -> list[Step]:
         return [unreadable_step("all ResourceClaims, so no device is checked", claims)]
     by_name = {c["metadata"]["name"]: c for c in classes}
     owners, devices = allocated_to(claims), devices_of(slices)
+    consumed = consumed_capacity(claims, but=key)
     return [
-        analyse_request(request, claim=key, classes=by_name, devices=devices, owners=owners)
+        analyse_request(
+            request,
+            claim=key,
+            classes=by_name,
+            devices=devices,
+            owners=owners,
+            wants=capacity_requests(claim, request.name),
+            consumed=consumed,
+            refused=_unschedulable(facts.pod),
+        )
         for request in dra_requests(claim.get("spec"))
     ]
+
+
+def _unschedulable(pod: Obj) -> str | None:
+    """The scheduler's message when it last found no node for the pod."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
+            return str(condition.get("message") or "")
+    return None

@@ -12,6 +12,7 @@ from app.core.resources import DraRequest
 from app.diagnose.explain.allocation import analyse_request
 from app.diagnose.explain.explain import explain
 from app.diagnose.explain.facts import PodFacts
+from app.diagnose.explain.shares import capacity_requests, consumed_capacity
 from app.readers.cel.devices import Device, devices_of
 from app.readers.client import ReadError
 from tests.support.cluster import (
@@ -511,3 +512,99 @@ def test_a_memory_fraction_under_a_memory_quota_is_explained_by_it() -> None:
     step = explain(facts, policy).steps[0]
     assert step.text.startswith("not translated (1 x nvidia.com/gpu")
     assert "limits requests.nvidia.com/gpumem, which becomes DRA consumable capacity" in step.text
+
+
+def shared_gpu(option: str = "4") -> list[Device]:
+    return devices_of([gpu_resource_slice("a", consumable_shares(gpu_devices("a"), option))])
+
+
+def allocated(name: str, **consumed: str) -> Obj:
+    result = {"driver": "gpu.nvidia.com", "pool": "a", "device": "gpu-0", "request": "gpu"}
+    return {
+        "metadata": {"namespace": "ns", "name": name},
+        "status": {
+            "allocation": {"devices": {"results": [{**result, "consumedCapacity": consumed}]}}
+        },
+    }
+
+
+def test_a_shared_device_counts_the_capacity_other_claims_consumed() -> None:
+    claims = [allocated(f"c{i}", shares="1") for i in range(4)] + [allocated("ns-c", shares="1")]
+    consumed = consumed_capacity(claims, but="ns/c0")
+    devices = shared_gpu()
+    assert consumed == {("gpu.nvidia.com", "a", "gpu-0"): {"shares": 4}}
+    request = DraRequest("gpu", "gpu.nvidia.com", 1, ())
+    full = analyse_request(
+        request, claim="ns/c0", classes=CLASSES, devices=devices, owners={}, consumed=consumed
+    )
+    assert full.state == "FAIL"
+    assert full.text.startswith("request gpu asks for 1 x gpu.nvidia.com: capacity exhausted")
+    assert full.details == (
+        "a/gpu-0: matches and is shared, but 4 of its 4 shares consumed by other claims, "
+        "this request needs 1",
+    )
+    room = consumed_capacity(claims[:3], but="ns/c0")
+    fits = analyse_request(
+        request, claim="ns/c0", classes=CLASSES, devices=devices, owners={}, consumed=room
+    )
+    assert (fits.state, fits.details) == ("info", ("a/gpu-0: matches and is shared, with room",))
+
+
+def test_a_memory_fraction_is_rounded_up_to_the_drivers_step() -> None:
+    devices = shared_gpu("memory")
+    used = consumed_capacity([allocated("c1", memory="30000Mi")], but="ns/c")
+    request = DraRequest("gpu", "gpu.nvidia.com", 1, ())
+    step = analyse_request(
+        request,
+        claim="ns/c",
+        classes=CLASSES,
+        devices=devices,
+        owners={},
+        wants={"memory": "11000Mi"},
+        consumed=used,
+    )
+    assert step.details == (
+        "a/gpu-0: matches and is shared, but 30000Mi of its 40960Mi memory consumed by other "
+        "claims, this request needs 11000Mi",
+    )
+    asked = {
+        "spec": {
+            "devices": {
+                "requests": [
+                    {"name": "gpu", "exactly": {"capacity": {"requests": {"memory": "10000Mi"}}}}
+                ]
+            }
+        }
+    }
+    assert capacity_requests(asked, "gpu") == {"memory": "10000Mi"}
+    assert capacity_requests(asked, "other") == {}
+
+
+def test_a_shared_pod_refused_with_room_left_names_the_schedulers_double_count() -> None:
+    """The 1.37 scheduler can count a claim it is allocating twice on a shared device and
+    parks the pod for 5 minutes: explain says so when the device has room."""
+    room = consumed_capacity([allocated(f"c{i}", shares="1") for i in range(3)], but="ns/c")
+    request = DraRequest("gpu", "gpu.nvidia.com", 1, ())
+    refused = "0/1 nodes are available: 1 cannot allocate all claims. preemption: ..."
+    step = analyse_request(
+        request,
+        claim="ns/c",
+        classes=CLASSES,
+        devices=shared_gpu(),
+        owners={},
+        consumed=room,
+        refused=refused,
+    )
+    assert step.state == "WARN"
+    assert step.text == (
+        "request gpu asks for 1 x gpu.nvidia.com: 1 device(s) in the class, 1 match the "
+        "selectors, 0 of those are allocated to other claims; 1 on node a have room, yet the "
+        "scheduler refused the pod (cannot allocate all claims): it can count a claim it is "
+        "allocating twice on a shared device, and then tries the pod again only after 5 "
+        "minutes (kube-scheduler --pod-max-in-unschedulable-pods-duration)"
+    )
+    assert step.details[-1] == "docs/concepts/sharing.md#a-pod-refused-the-last-share"
+    exclusive = analyse_request(
+        request, claim="ns/c", classes=CLASSES, devices=nodes("a"), owners={}, refused=refused
+    )
+    assert exclusive.state == "info", "only consumed capacity is counted twice"
