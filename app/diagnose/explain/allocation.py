@@ -53,7 +53,7 @@ def analyse_request(
             "FAIL", f"request {name} asks for {wants_text}: DeviceClass {class_name} does not exist"
         )
     lines, usable, errors = [], Counter[str](), 0
-    in_class = matching = taken = shared = 0
+    in_class = matching = taken = shared = full = 0
     exprs = request.selectors
     for device in devices:
         where = f"{device.node or device.pool}/{device.name}"
@@ -80,7 +80,7 @@ def analyse_request(
         if device.allow_multiple:
             short = shortfall(device, wants or {}, (consumed or {}).get(device.key, {}))
             if short is not None:
-                taken += 1
+                taken, full = taken + 1, full + 1
                 lines.append(f"{where}: matches and is shared, but {short}")
                 continue
             shared += 1
@@ -128,10 +128,9 @@ def analyse_request(
     elif matching < need:
         why = f"only {matching} device(s) match the request's selectors"
     elif matching - taken < need:
-        why = (
-            "capacity exhausted: the matching devices are allocated to other claims, or their "
-            "shared capacity is consumed"
-        )
+        why = "capacity exhausted: the matching devices are allocated to other claims"
+        if full:
+            why += ", or their shared capacity is consumed"
     else:
         why = f"no single node has {need} free matching device(s) (at most {best})"
     return Step("FAIL", f"request {name} asks for {wants_text}: {why}; {counts}", tuple(lines))

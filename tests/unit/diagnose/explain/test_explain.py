@@ -538,7 +538,10 @@ def test_a_shared_device_counts_the_capacity_other_claims_consumed() -> None:
         request, claim="ns/c0", classes=CLASSES, devices=devices, owners={}, consumed=consumed
     )
     assert full.state == "FAIL"
-    assert full.text.startswith("request gpu asks for 1 x gpu.nvidia.com: capacity exhausted")
+    assert full.text.startswith(
+        "request gpu asks for 1 x gpu.nvidia.com: capacity exhausted: the matching devices are "
+        "allocated to other claims, or their shared capacity is consumed;"
+    )
     assert full.details == (
         "a/gpu-0: matches and is shared, but 4 of its 4 shares consumed by other claims, "
         "this request needs 1",
