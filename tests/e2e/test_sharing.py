@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.e2e.inspecting import doctor
+from tests.e2e.inspecting import doctor, gpu2dra
 from tests.support.cluster import (
     H100_80GB_HBM3,
     add_gpu_node,
@@ -134,6 +134,15 @@ def test_time_sliced_pods_share_one_gpu_by_its_shares(
 
     control_plane.create(namespace, sliced("ts-4"))
     wait_for(lambda: unschedulable(api_client, namespace, "ts-4"), 60, "ts-4 refused")
+    said = gpu2dra(control_plane.kubeconfig, "explain", "pod", "ts-4", "-n", namespace).stdout
+    assert (
+        "capacity exhausted: the matching devices are allocated to other claims, or their "
+        "shared capacity is consumed;"
+    ) in said, said
+    assert (
+        f"{node}/gpu-0: matches and is shared, but 4 of its 4 shares consumed by other "
+        "claims, this request needs 1"
+    ) in said, said
 
     core.delete_namespaced_pod("ts-0", namespace, grace_period_seconds=0)
     fifth = wait_for_pod_scheduled(api_client, namespace, "ts-4", timeout=120)
