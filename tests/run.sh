@@ -21,7 +21,7 @@ else
   echo "tests/run.sh: Go not found; the end-to-end, chart and helm tests will be skipped" >&2
 fi
 
-.venv/bin/ruff check app tests
-.venv/bin/ruff format --check app tests
+.venv/bin/ruff check app tests tools
+.venv/bin/ruff format --check app tests tools
 .venv/bin/mypy
 .venv/bin/python -m pytest "$@"

@@ -8,8 +8,8 @@ import json
 import pytest
 import yaml
 
-from tests.chart import chartdocs
-from tests.chart.chartdocs import COMMAND, Doc, DocError, generate, parse_docs
+from tools import chartdocs
+from tools.chartdocs import COMMAND, Doc, DocError, generate, parse_docs
 
 
 def test_readme_is_generated_from_values() -> None:

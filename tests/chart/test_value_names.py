@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chart.chartdocs import SCHEMA_FILE, VALUES_FILE
-from tests.support.docs import ROOT
+from tools.chartdocs import SCHEMA_FILE, VALUES_FILE
+from tools.gendocs import ROOT
 
 VALUES: dict[str, Any] = yaml.safe_load(VALUES_FILE.read_text())
 SCHEMA: dict[str, Any] = json.loads(SCHEMA_FILE.read_text())

@@ -16,9 +16,9 @@ from app.readers.client import ReadError
 from app.webhook.endpoint import RESULTS
 from app.webhook.exporter import Exporter
 from app.webhook.metrics import Metrics
-from tests.support import docs
+from tools import gendocs
 
-ROOT = docs.ROOT
+ROOT = gendocs.ROOT
 PAGES = sorted(
     [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").rglob("*.md")],
 )
@@ -36,11 +36,13 @@ def _links(page: Path) -> list[str]:
     return _LINK.findall(text)
 
 
-@pytest.mark.parametrize("path", sorted(docs.GENERATED))
+@pytest.mark.parametrize("path", sorted(gendocs.GENERATED))
 def test_generated_reference_is_current(path: str) -> None:
     file = ROOT / path
-    assert file.exists(), f"{path} is missing: run {docs.REGENERATE}"
-    assert file.read_text() == docs.GENERATED[path](), f"{path} is stale: run {docs.REGENERATE}"
+    assert file.exists(), f"{path} is missing: run {gendocs.REGENERATE}"
+    assert file.read_text() == gendocs.GENERATED[path](), (
+        f"{path} is stale: run {gendocs.REGENERATE}"
+    )
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -108,9 +110,9 @@ def test_every_metric_is_documented() -> None:
         assert f"`{result}`" in text, f"docs/reference/metrics.md does not name result {result}"
 
 
-@pytest.mark.parametrize("field", sorted(docs.MAPPING_FIELDS))
+@pytest.mark.parametrize("field", sorted(gendocs.MAPPING_FIELDS))
 def test_each_documented_mapping_field_is_accepted(field: str) -> None:
-    mapping = {"deviceClassName": "gpu.nvidia.com", field: docs.MAPPING_EXAMPLES[field]}
+    mapping = {"deviceClassName": "gpu.nvidia.com", field: gendocs.MAPPING_EXAMPLES[field]}
     parse_policy({"mappings": {"nvidia.com/gpu": mapping}})
 
 
@@ -122,6 +124,8 @@ def test_an_undocumented_mapping_field_is_refused() -> None:
 def test_the_docs_command_says_what_is_stale(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(docs, "stale", lambda: ["docs/reference/cli.md"])
-    assert docs.main([]) == 1
-    assert capsys.readouterr().err == (f"docs/reference/cli.md is stale: run {docs.REGENERATE}\n")
+    monkeypatch.setattr(gendocs, "stale", lambda: ["docs/reference/cli.md"])
+    assert gendocs.main([]) == 1
+    assert capsys.readouterr().err == (
+        f"docs/reference/cli.md is stale: run {gendocs.REGENERATE}\n"
+    )

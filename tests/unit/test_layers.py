@@ -142,3 +142,14 @@ def test_suites_share_through_tests_support(path: Path) -> None:
         if len(parts) < 2 or parts[1] == suite or _file_of(name) is None:
             continue
         assert not _holds_tests(TESTS / parts[1]), f"imports {name} of another suite"
+
+
+# ---- tools/ ------------------------------------------------------------------------------
+
+TOOLS = APP.parent / "tools"
+
+
+@pytest.mark.parametrize("path", sorted(TOOLS.rglob("*.py")), ids=lambda p: p.name)
+def test_tools_import_no_tests(path: Path) -> None:
+    """The generators run without the test suite; the tests import them, never the reverse."""
+    assert not any(name.split(".")[0] == "tests" for name in _imports(path))

@@ -1,10 +1,10 @@
 """The generated references in docs/reference/: the command line, from gpu2dra's own argument
 parser; the policy file, from its embedded default and the chart's schema; the outcome codes,
-from app/core/outcomes.py. A test
-regenerates them in memory and fails when a file in the tree differs.
+from app/core/outcomes.py. tests/unit/test_docs.py regenerates them in memory and fails when a
+file in the tree differs.
 
-    python -m tests.support.docs           # exit 1 naming each stale file
-    python -m tests.support.docs --write   # regenerate them
+    python -m tools.gendocs           # exit 1 naming each stale file
+    python -m tools.gendocs --write   # regenerate them
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from app.cli import arguments
 from app.core import policy
 from app.core.outcomes import Code
 
-ROOT = Path(__file__).resolve().parents[2]
-REGENERATE = "python -m tests.support.docs --write"
+ROOT = Path(__file__).resolve().parents[1]
+REGENERATE = "python -m tools.gendocs --write"
 WIDTH = 100  # usage lines wrap here, whatever the terminal
 SCHEMA = ROOT / "charts" / "gpu2dra" / "values.schema.json"
 
@@ -287,7 +287,7 @@ def policy_reference() -> str:
     keys = list(FIELDS)
     if set(keys) != policy.KEYS:
         raise SystemExit(
-            f"tests/support/docs.py: FIELDS {sorted(keys)} differ from the policy's fields "
+            f"tools/gendocs.py: FIELDS {sorted(keys)} differ from the policy's fields "
             f"{sorted(policy.KEYS)}: describe every field"
         )
     default = policy.DEFAULT
@@ -426,7 +426,7 @@ def stale() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.support.docs")
+    parser = argparse.ArgumentParser(prog="python -m tools.gendocs")
     parser.add_argument("--write", action="store_true", help="regenerate the files")
     args = parser.parse_args(argv)
     if args.write:

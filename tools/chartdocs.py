@@ -12,10 +12,11 @@ a comment naming its path anywhere (`*` for any key of a map, `[]` for the items
 
     # policy.mappings.*.deviceClassName -- The DeviceClass the claim's request asks for.
 
-`python -m tests.chart.chartdocs --write` rewrites README.md from README.md.gotmpl (its
+`python -m tools.chartdocs --write` rewrites README.md from README.md.gotmpl (its
 `{{ template "chart.…" . }}` placeholders are helm-docs' own names) and sets the description
-of every property of values.schema.json; test_chartdocs fails when either is stale, when a
-value or a schema property is not described, or when a comment names no property.
+of every property of values.schema.json; tests/chart/test_chartdocs.py fails when either is
+stale, when a value or a schema property is not described, or when a comment names no
+property.
 """
 
 from __future__ import annotations
@@ -25,19 +26,20 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from app.core.policy import DEFAULT_POLICY_YAML
-from tests.support.webhook import CHART
 
 Obj = dict[str, Any]
+CHART = Path(__file__).resolve().parents[1] / "charts" / "gpu2dra"
 VALUES_FILE = CHART / "values.yaml"
 SCHEMA_FILE = CHART / "values.schema.json"
 README_FILE = CHART / "README.md"
 TEMPLATE_FILE = CHART / "README.md.gotmpl"
-COMMAND = "python -m tests.chart.chartdocs --write"
+COMMAND = "python -m tools.chartdocs --write"
 _EMBEDDED_POLICY: Obj = yaml.safe_load(DEFAULT_POLICY_YAML)
 
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.\-/]+):(?: |$)")

@@ -1,0 +1,3 @@
+"""What a developer runs by hand beside the tests: the generators of the checked-in references
+(`python -m tools.gendocs --write`, `python -m tools.chartdocs --write`). The tests only
+compare their output with the files in the tree."""
