@@ -143,7 +143,9 @@ def assert_alive_and_answering(server: Server) -> None:
     expected = translated(pod, policy, Catalog.of(policy.device_classes))
     assert check_patch(pod, answer.ops) == expected
     log = server.log.read_text()
-    assert "Traceback" not in log and "internal error" not in log, log[-3000:]
+    # A fault of gpu2dra's own is logged as "<endpoint> failed" with its traceback.
+    faults = ("Traceback", "mutate failed", "validate failed")
+    assert not any(fault in log for fault in faults), log[-3000:]
 
 
 @pytest.mark.timing
