@@ -11,9 +11,10 @@ from pathlib import Path
 from app.cli.arguments import parser
 from app.core.catalog import Catalog
 from app.core.policy import PolicyError, load_policy
-from app.kubeconfig import NoCluster, api_client, context_namespace
+from app.kubeconfig import NoCluster, context_namespace
 from app.manifests.documents import ManifestError
 from app.manifests.render import translate_text
+from app.watch.client import serving_client
 from app.webhook import logs
 from app.webhook.certs import make_certs, service_names
 from app.webhook.settings import Listen, Settings
@@ -101,7 +102,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if settings.in_pod and not settings.offline:
         try:
-            api_client(in_cluster_first=True)  # only reads the configuration: no request
+            serving_client()  # only reads the configuration: no request
         except NoCluster as err:
             why = str(err).rstrip(".")
             print(
@@ -128,7 +129,7 @@ def _exporter(args: argparse.Namespace) -> int:
 
     logs.configure(args.log_level, args.log_format)
     try:
-        api = api_client(args.kubeconfig, in_cluster_first=args.kubeconfig is None)
+        api = serving_client(args.kubeconfig)
     except NoCluster as err:
         print(f"gpu2dra: exporter: {err}", file=sys.stderr)
         return 1

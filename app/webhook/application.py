@@ -17,9 +17,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from app.core.catalog import Catalog
 from app.core.outcomes import Code, Finding
 from app.core.policy import MODES, Policy
-from app.kubeconfig import NoCluster, api_client
+from app.kubeconfig import NoCluster
 from app.manifests.documents import ManifestError
 from app.manifests.render import Output, translate_text
+from app.watch.client import serving_client
 from app.webhook.cluster import LiveCluster, OfflineCluster
 from app.webhook.clusterview import ClusterView
 from app.webhook.endpoint import (
@@ -57,7 +58,7 @@ def make_cluster(settings: Settings, metrics: Metrics) -> Cluster:
     if settings.offline:
         return OfflineCluster(settings.policy)
     try:
-        api = api_client(in_cluster_first=True)
+        api = serving_client()
     except NoCluster as err:
         if settings.in_pod:  # `gpu2dra serve` says so before it starts: see app/cli/commands.py
             raise NotServing(f"running in a pod, but no in-cluster client: {err}") from None

@@ -1,4 +1,5 @@
-"""The webhook's view of the cluster: its watch-backed caches (stores.py) and template creation.
+"""The webhook's view of the cluster: its watch-backed caches (app/watch/stores.py) and
+template creation.
 
 Reads on the admission path come from memory. The one write, creating a template a pod needs,
 happens only when the cache does not have it yet, and is bounded by a deadline.
@@ -28,9 +29,9 @@ from app.core.policy import Policy
 from app.core.quota import Quota
 from app.core.resources import DraRequest, dra_requests
 from app.core.templates import Owned, live_digest
+from app.watch.stores import NamespacedStore, Store, name_key, namespaced_key
 from app.webhook.clusterview import ReadFailed, TemplateError, TemplateSquatted
 from app.webhook.metrics import Metrics
-from app.webhook.stores import NamespacedStore, Store
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +62,6 @@ def squatted(namespace: str, name: str, found: Cached) -> TemplateSquatted:
     )
 
 
-def _name(obj: Obj) -> str:
-    return str(obj["metadata"]["name"])
-
-
-def _namespaced(obj: Obj) -> tuple[str, str]:
-    return str(obj["metadata"].get("namespace", "")), str(obj["metadata"]["name"])
-
-
 class LiveCluster:
     """The cluster as the webhook sees it: namespaces, DeviceClasses and templates in memory."""
 
@@ -82,7 +75,7 @@ class LiveCluster:
         self.namespaces: Store[str, Mapping[str, str]] = Store(
             "namespaces",
             self._core.list_namespace,
-            _name,
+            name_key,
             lambda o: o["metadata"].get("labels") or {},
             metrics,
             timeout,
@@ -90,7 +83,7 @@ class LiveCluster:
         self.device_classes: Store[str, Obj] = Store(
             "deviceclasses",
             self._resource.list_device_class,
-            _name,
+            name_key,
             lambda o: o,
             metrics,
             timeout,
@@ -101,7 +94,7 @@ class LiveCluster:
         self.slices: Store[str, Sharing] = Store(
             "resourceslices",
             self._resource.list_resource_slice,
-            _name,
+            name_key,
             slice_sharing,
             metrics,
             timeout,
@@ -110,7 +103,7 @@ class LiveCluster:
         self.templates: Store[tuple[str, str], Cached] = Store(
             "resourceclaimtemplates",
             self._resource.list_resource_claim_template_for_all_namespaces,
-            _namespaced,
+            namespaced_key,
             cached,
             metrics,
             timeout,
@@ -118,7 +111,7 @@ class LiveCluster:
         self.quotas: NamespacedStore[Quota] = NamespacedStore(
             "resourcequotas",
             self._core.list_resource_quota_for_all_namespaces,
-            _namespaced,
+            namespaced_key,
             Quota.of,
             metrics,
             timeout,
@@ -132,7 +125,7 @@ class LiveCluster:
                 kueue.NAMESPACE,
                 field_selector=f"metadata.name={kueue.CONFIG}",
             ),
-            _name,
+            name_key,
             lambda o: o,
             metrics,
             timeout,
@@ -145,7 +138,7 @@ class LiveCluster:
                 kueue.NAMESPACE,
                 field_selector=f"metadata.name={kueue.DEPLOYMENT}",
             ),
-            _name,
+            name_key,
             lambda o: o,
             metrics,
             timeout,

@@ -34,9 +34,8 @@ from app.core.gpuinfo import (
     rows,
     slice_devices,
 )
-from app.core.kube import Obj
-from app.webhook.metrics import CacheMetrics
-from app.webhook.stores import Store
+from app.watch.cachemetrics import CacheMetrics
+from app.watch.stores import Store, name_key, namespaced_key
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +44,6 @@ INFO = "gpu2dra_pod_gpu_info"
 # finishes) comes as a DELETED event, so the cache never holds finished pods.
 POD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 DRIVERS = ("gpu.nvidia.com",)
-
-
-def _namespaced(obj: Obj) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace", "")), str(meta.get("name", ""))
-
-
-def _name(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("name", ""))
 
 
 class PodGpuInfo:
@@ -141,12 +131,12 @@ class Exporter:
             return core.list_pod_for_all_namespaces(field_selector=POD_SELECTOR, **kwargs)
 
         self.pods: Store[tuple[str, str], PodGpus | None] = Store(
-            "pods", pods, _namespaced, pod_gpus, self.metrics, timeout
+            "pods", pods, namespaced_key, pod_gpus, self.metrics, timeout
         )
         self.claims: Store[tuple[str, str], ClaimDevices] = Store(
             "resourceclaims",
             resource.list_resource_claim_for_all_namespaces,
-            _namespaced,
+            namespaced_key,
             claim_devices,
             self.metrics,
             timeout,
@@ -154,7 +144,7 @@ class Exporter:
         self.slices: Store[str, SliceDevices] = Store(
             "resourceslices",
             resource.list_resource_slice,
-            _name,
+            name_key,
             slice_devices,
             self.metrics,
             timeout,

@@ -1,16 +1,19 @@
-"""Prometheus metrics, in a registry of their own so each app (and test) starts from zero."""
+"""The webhook's Prometheus metrics: its answers, outcomes and templates, in a registry of
+its own (beside its caches', app/watch/cachemetrics.py) so each app (and test) starts from
+zero."""
 
 from __future__ import annotations
 
 import ssl
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import Counter
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 
 from app.core.outcomes import Code
+from app.watch.cachemetrics import CacheMetrics
 
 # The apiserver's admission histogram starts at 5 ms; resolve well below that.
 _BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5)
@@ -117,35 +120,6 @@ class _Serving:
             handshakes.add_metric(["accepted"], stats["accept"])
             handshakes.add_metric(["completed"], stats["accept_good"])
             yield handshakes
-
-
-@dataclass
-class CacheMetrics:
-    """What every process that keeps watch caches exports: its API calls and its caches (the
-    webhook's, and the exporter's of `gpu2dra exporter`)."""
-
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
-
-    def __post_init__(self) -> None:
-        r = self.registry
-        self.api_calls = Counter(
-            "gpu2dra_api_calls",
-            "Calls to the API server, by verb and resource.",
-            ["verb", "resource"],
-            registry=r,
-        )
-        self.cache_synced = Gauge(
-            "gpu2dra_cache_synced", "1 when a watch cache has synced.", ["cache"], registry=r
-        )
-        self.cache_relists = Counter(
-            "gpu2dra_cache_relists",
-            "Full re-lists of a watch cache (start, 410 Gone, errors).",
-            ["cache"],
-            registry=r,
-        )
-        self.cache_objects = Gauge(
-            "gpu2dra_cache_objects", "Objects held by a watch cache.", ["cache"], registry=r
-        )
 
 
 @dataclass

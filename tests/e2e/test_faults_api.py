@@ -19,8 +19,8 @@ import pytest
 import yaml
 from kubernetes import client
 
+from app.watch.stores import Store
 from app.webhook.metrics import Metrics
-from app.webhook.stores import Store
 from tests.e2e.probes import metric, review
 from tests.support.cluster import create_nvidia_device_classes, gpu_pod, label, wait_for
 from tests.support.controlplane import ControlPlane
@@ -177,7 +177,7 @@ def test_a_watch_too_old_to_resume_relists(
         "namespaces", list_namespaces, lambda o: o["metadata"]["name"], dict, metrics, 5
     )
     stop = threading.Event()
-    caplog.set_level(logging.WARNING, "app.webhook.stores")
+    caplog.set_level(logging.WARNING, "app.watch.stores")
     threading.Thread(target=store.run, args=(stop,), daemon=True).start()
     try:
         wait_for(lambda: store.get(created) is not None, 30, f"{created} in the cache")

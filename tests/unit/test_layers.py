@@ -1,10 +1,11 @@
-"""Imports run one way: core <- manifests <- webhook; core <- readers <- diagnose, plan,
-maintain; all of them <- cli.
+"""Imports run one way: core <- manifests <- webhook; core <- watch <- webhook; core <-
+readers <- diagnose, plan, maintain; all of them <- cli.
 
 The translation core is pure: it reaches neither the cluster nor HTTP. The webhook and the
 commands for a running cluster (diagnose, plan, maintain, and the readers they share) never
-import each other; the read-only rooms never import maintain, which writes, nor one another;
-nothing imports the CLI.
+import each other; what a serving process watches the cluster with is in watch; the
+read-only rooms never import maintain, which writes, nor one another; nothing imports the
+CLI.
 
 In tests/, no module imports a test module or a conftest: what several suites share is in
 tests/support, what one suite shares among its modules is a helper module beside them. The
@@ -23,7 +24,8 @@ APP = Path(__file__).resolve().parents[2] / "app"
 ALLOWED = {
     "core": set(),
     "manifests": {"core"},
-    "webhook": {"core", "manifests", "kubeconfig"},
+    "webhook": {"core", "manifests", "watch", "kubeconfig"},
+    "watch": {"core", "kubeconfig"},  # what a serving process watches the cluster with
     "readers": {"core", "kubeconfig"},  # what the commands share to read a cluster
     "diagnose": {"core", "manifests", "readers", "kubeconfig"},  # doctor, explain, report
     "plan": {"core", "manifests", "readers", "kubeconfig"},  # impact, quota, deviceclasses

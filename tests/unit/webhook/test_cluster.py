@@ -1,11 +1,11 @@
-"""The watch-backed cache: it lists, follows events, and re-lists after a 410 Gone."""
+"""LiveCluster: reads that fail, template creates that outlive their waiters, and the catalog
+kept from the ResourceSlices' watch."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -17,110 +17,7 @@ from app.core.templates import owned
 from app.webhook.cluster import LiveCluster
 from app.webhook.clusterview import ReadFailed, TemplateError
 from app.webhook.metrics import Metrics
-from app.webhook.stores import Store
-
-
-class FakeResponse:
-    def __init__(self, data: bytes = b"", lines: list[Any] = ()) -> None:  # type: ignore[assignment]
-        self.data = data
-        self._lines = [orjson.dumps(line) + b"\n" for line in lines]
-
-    def stream(self, amt: Any = None, decode_content: Any = None) -> Iterator[bytes]:
-        yield from self._lines
-
-    def close(self) -> None:
-        pass
-
-    def release_conn(self) -> None:
-        pass
-
-
-def ns(name: str, version: str, **labels: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "resourceVersion": version, "labels": labels}}
-
-
-class FakeApi:
-    """Lists return `listings` in turn; the first watch ends in 410 Gone, later ones stop."""
-
-    def __init__(self, stop: threading.Event) -> None:
-        self.stop, self.lists, self.watches = stop, 0, 0
-        self.listings = [[ns("a", "1")], [ns("a", "5", mode="enabled"), ns("b", "6")]]
-
-    def __call__(self, watch: bool = False, **kwargs: Any) -> FakeResponse:
-        if not watch:
-            items = self.listings[min(self.lists, 1)]
-            self.lists += 1
-            return FakeResponse(
-                orjson.dumps({"metadata": {"resourceVersion": "9"}, "items": items})
-            )
-        self.watches += 1
-        if self.watches == 1:
-            return FakeResponse(
-                lines=[
-                    {"type": "ADDED", "object": ns("c", "2")},
-                    {"type": "DELETED", "object": ns("a", "3")},
-                    {
-                        "type": "ERROR",
-                        "object": {"code": 410, "message": "too old resource version"},
-                    },
-                ]
-            )
-        self.stop.set()
-        return FakeResponse(lines=[{"type": "BOOKMARK", "object": {"metadata": {}}}])
-
-
-def test_store_relists_after_gone() -> None:
-    stop = threading.Event()
-    api, metrics = FakeApi(stop), Metrics()
-    store: Store[str, dict[str, str]] = Store(
-        "namespaces",
-        api,
-        lambda o: o["metadata"]["name"],
-        lambda o: o["metadata"]["labels"],
-        metrics,
-        timeout=1,
-    )
-    seen: list[set[str]] = []
-    store._on_change = lambda: seen.append(set(store.items))
-    store.run(stop)
-
-    assert seen[:3] == [{"a"}, {"a", "c"}, {"c"}]  # listed, then followed the events
-    assert store.items == {"a": {"mode": "enabled"}, "b": {}}  # the re-list replaced it all
-    assert api.lists == 2 and store.synced.is_set()
-    relists = metrics.registry.get_sample_value(
-        "gpu2dra_cache_relists_total", {"cache": "namespaces"}
-    )
-    assert relists == 2
-
-
-def test_synced_gauge_drops_while_a_broken_watch_relists() -> None:
-    stop = threading.Event()
-    metrics = Metrics()
-
-    def synced() -> float | None:
-        return metrics.registry.get_sample_value("gpu2dra_cache_synced", {"cache": "namespaces"})
-
-    seen: list[tuple[str, float | None, bool]] = []
-
-    class Recording(FakeApi):
-        def __call__(self, watch: bool = False, **kwargs: Any) -> FakeResponse:
-            seen.append(("watch" if watch else "list", synced(), store.synced.is_set()))
-            return super().__call__(watch, **kwargs)
-
-    store: Store[str, dict[str, str]] = Store(
-        "namespaces", Recording(stop), lambda o: o["metadata"]["name"], dict, metrics, timeout=1
-    )
-    assert synced() == 0, "exported as 0 before the first list"
-    store.run(stop)
-    # (call, gauge, ready): 0 until listed; 0 again when the 410 forces a re-list, while
-    # readiness stays, since the cache still holds the last state.
-    assert seen == [
-        ("list", 0, False),
-        ("watch", 1, True),
-        ("list", 0, True),
-        ("watch", 1, True),
-    ]
-    assert synced() == 1
+from tests.unit.watch.responses import FakeResponse
 
 
 @pytest.mark.parametrize(
@@ -165,56 +62,6 @@ def test_a_create_that_fails_after_every_waiter_left_is_not_logged_as_lost(
     asyncio.run(scenario())
     gc.collect()  # an unretrieved exception is reported when its task is collected
     assert "never retrieved" not in caplog.text
-
-
-def quota(namespace: str, name: str, version: str, **hard: str) -> dict[str, Any]:
-    meta = {"namespace": namespace, "name": name, "resourceVersion": version}
-    return {"metadata": meta, "spec": {"hard": hard}}
-
-
-class QuotaApi:
-    """One list, then a watch that changes, adds and deletes quotas; then stop."""
-
-    def __init__(self, stop: threading.Event) -> None:
-        self.stop, self.watched = stop, False
-
-    def __call__(self, watch: bool = False, **kwargs: Any) -> FakeResponse:
-        if not watch:
-            items = [quota("a", "gpus", "1", cpu="1"), quota("b", "gpus", "2", cpu="2")]
-            body = {"metadata": {"resourceVersion": "2"}, "items": items}
-            return FakeResponse(orjson.dumps(body))
-        if self.watched:
-            self.stop.set()
-            return FakeResponse()
-        self.watched = True
-        return FakeResponse(
-            lines=[
-                {"type": "MODIFIED", "object": quota("a", "gpus", "3", cpu="3")},
-                {"type": "ADDED", "object": quota("a", "more", "4", memory="1")},
-                {"type": "DELETED", "object": quota("b", "gpus", "5")},
-            ]
-        )
-
-
-def test_quotas_are_read_by_namespace() -> None:
-    from app.core.quota import Quota
-    from app.webhook.stores import NamespacedStore
-
-    stop = threading.Event()
-    store: NamespacedStore[Quota] = NamespacedStore(
-        "resourcequotas",
-        QuotaApi(stop),
-        lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]),
-        Quota.of,
-        Metrics(),
-        timeout=1,
-    )
-    store.run(stop)
-    assert sorted(store.in_namespace("a")) == [
-        Quota("gpus", {"cpu": "3"}),
-        Quota("more", {"memory": "1"}),
-    ]
-    assert store.in_namespace("b") == () and store.in_namespace("c") == ()
 
 
 def gpu_slice(name: str, version: str, shared: bool) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Maps kept equal to the cluster by list + watch, each on a thread of its own: what the
-webhook reads on the admission path instead of the API server."""
+webhook reads on the admission path, and the exporter at each scrape, instead of the API
+server; and the two ways a store keys an object."""
 
 from __future__ import annotations
 
@@ -12,12 +13,23 @@ import orjson
 from kubernetes.watch.watch import iter_resp_lines
 
 from app.core.kube import Obj
-from app.webhook.metrics import CacheMetrics
+from app.watch.cachemetrics import CacheMetrics
 
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+
+
+def name_key(obj: Obj) -> str:
+    """The key of a cluster-scoped object (or one of a single namespace): its name."""
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def namespaced_key(obj: Obj) -> tuple[str, str]:
+    """The key of a namespaced object: (namespace, name)."""
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
 
 
 class Store(Generic[K, V]):
