@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import tarfile
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,19 @@ def test_the_package_leaves_out_the_setups_and_the_readme_template(
     assert {"Chart.yaml", "values.yaml", "values.schema.json", "README.md"} <= names
     assert "templates/tls-secret.yaml" in names
     assert not [n for n in names if n.startswith("ci/") or n.endswith(".gotmpl")]
+
+
+def test_the_chart_names_the_project_where_the_package_and_the_image_do() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    urls = tomllib.loads((CHART.parents[1] / "pyproject.toml").read_text())["project"]["urls"]
+    label = re.search(
+        r'org\.opencontainers\.image\.source="([^"]+)"',
+        (CHART.parents[1] / "Dockerfile").read_text(),
+    )
+    assert label is not None
+    assert chart["home"] == urls["Homepage"]
+    assert chart["sources"] == [urls["Source"]] == [label[1]]
+    assert [m["url"] for m in chart["maintainers"]] == [urls["Homepage"]]
 
 
 def test_crd_check_rejects_what_the_api_server_would(helm: Path, crds: Crds) -> None:
