@@ -35,3 +35,19 @@ def test_the_prune_cronjob_runs_under_a_role_that_can_only_list_and_delete(helm:
         (["resourceclaimtemplates"], ["list", "delete"]),
     ]
     assert pod["serviceAccountName"] == role[0]["metadata"]["name"]
+
+
+def test_the_prune_cronjob_runs_the_webhook_s_image(helm: Path) -> None:
+    """Registry, repository and digest as the webhook's: it used to pull `repository:tag`
+    without the registry."""
+    images = []
+    for values in ((), ("image.digest=sha256:" + "0" * 64,), ("image.registry=",)):
+        docs = render_chart(helm, "claimTemplates.prune.enabled=true", *values)
+        (webhook,) = of_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+        job = of_kind(docs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        (prune,) = job["containers"]
+        assert prune["image"] == webhook["image"]
+        images.append(prune["image"])
+    assert images[0].startswith("ghcr.io/gpu2dra/gpu2dra:")
+    assert images[1] == "ghcr.io/gpu2dra/gpu2dra@sha256:" + "0" * 64
+    assert images[2].startswith("gpu2dra/gpu2dra:")
