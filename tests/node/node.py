@@ -344,6 +344,11 @@ state = "{d / "state"}"
             "imageGCHighThresholdPercent": 100,
             "evictionHard": {},
             "registerNode": True,
+            # A pod whose claim the kubelet may not read yet is started at the next resync:
+            # the API server's Node authorizer learns the pod's claim from its own informer,
+            # after the kubelet has seen the pod bound, and a failed PrepareDynamicResources
+            # is not a sync error, so no 10 s back-off (default 1m).
+            "syncFrequency": "10s",
         }
         config_file = self.work_dir / "kubelet.yaml"
         config_file.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -361,6 +361,13 @@ class ControlPlane:
                 "--leader-elect=false",
                 # Each scheduling attempt's result and its reason (a failed run keeps the log).
                 "--v=2",
+                # A pod refused on a passing state is tried again within 20 s, not 5 min. The
+                # 1.37 scheduler counts a shared device's consumed capacity twice while a claim
+                # is both in flight and in its claim cache (GatherAllocatedState sums the two),
+                # so the last share of a device can look taken; no event re-queues the pod
+                # (another claim's update is skipped unless it frees devices). The operator's
+                # workaround, docs/concepts/sharing.md#a-pod-refused-the-last-share.
+                "--pod-max-in-unschedulable-pods-duration=20s",
                 *self._client_qps,
             ],
         )
