@@ -125,7 +125,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _exporter(args: argparse.Namespace) -> int:
-    from app.webhook.exporter import DRIVERS, Exporter, serve
+    from app.exporter.server import DRIVERS, Exporter, serve
 
     logs.configure(args.log_level, args.log_format)
     try:

@@ -24,8 +24,8 @@ from typing import Any
 import orjson
 from kubernetes import client
 
-from app.core.gpuinfo import claim_devices, device_index, pod_gpus, rows, slice_devices
-from app.webhook.exporter import Exporter
+from app.exporter.gpuinfo import claim_devices, device_index, pod_gpus, rows, slice_devices
+from app.exporter.server import Exporter
 
 Obj = dict[str, Any]
 

@@ -20,10 +20,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from jsonschema import Draft7Validator  # type: ignore[import-untyped]
 
-from app.core.gpuinfo import EXTENDED_CLAIM
 from app.core.patch import RECORD_ANNOTATION
 from app.core.policy import DEFAULT_POLICY_YAML, load_policy, parse_policy
 from app.core.templates import TEMPLATE_PREFIX
+from app.exporter.gpuinfo import EXTENDED_CLAIM
 from tests.chart import k8s_schema
 from tests.chart.render import CI_VALUES, render_setup, setup_values
 from tests.support.crds import ValidationError, is_custom, validate_custom

@@ -1,6 +1,6 @@
 """The chart's Grafana dashboard: off by default, a ConfigMap the sidecar loads, valid
 dashboard JSON whose PromQL parses and names only metrics and label values gpu2dra exports (a
-metric renamed in app/webhook/metrics.py or app/webhook/exporter.py fails here), and its
+metric renamed in app/webhook/metrics.py or app/exporter/ fails here), and its
 per-pod utilisation join evaluated over a real exporter scrape and a dcgm-exporter series."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 from kubernetes.client import ApiClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.core.gpuinfo import claim_devices, pod_gpus, slice_devices
 from app.core.policy import load_policy
+from app.exporter.gpuinfo import claim_devices, pod_gpus, slice_devices
+from app.exporter.server import Exporter
 from app.webhook.application import create_app
-from app.webhook.exporter import Exporter
 from app.webhook.metrics import Metrics
 from app.webhook.settings import Settings
 from tests.chart.render import render_setup

@@ -12,9 +12,9 @@ from kubernetes.client import ApiClient
 from app.core.policy import PolicyError, parse_policy
 from app.diagnose.doctor.checks import run_checks
 from app.diagnose.doctor.facts import Facts
+from app.exporter.server import Exporter
 from app.readers.client import ReadError
 from app.webhook.endpoint import RESULTS
-from app.webhook.exporter import Exporter
 from app.webhook.metrics import Metrics
 from tools import gendocs
 

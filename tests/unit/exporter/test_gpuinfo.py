@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.gpuinfo import (
+from app.exporter.gpuinfo import (
     LABELS,
     ClaimDevices,
     Identity,

@@ -12,8 +12,9 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app import cli
-from app.core.gpuinfo import claim_devices, pod_gpus, slice_devices
-from app.webhook.exporter import INFO, POD_SELECTOR, Exporter
+from app.exporter.collector import INFO
+from app.exporter.gpuinfo import claim_devices, pod_gpus, slice_devices
+from app.exporter.server import POD_SELECTOR, Exporter
 
 Obj = dict[str, Any]
 UUID0 = "GPU-00000000-0000-4000-8000-000000000000"
