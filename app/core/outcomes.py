@@ -328,6 +328,14 @@ class Code(StrEnum):
         "guarantee keys {keys}; nvidia.com/gpu in queue quotas no longer counts them",
     )
     WOULD = ("would", "note", "would {what}")
+    TOLERATION = (
+        "toleration",
+        "note",
+        "toleration {resource} (operator Exists, effect NoSchedule) added: the "
+        "ExtendedResourceToleration admission plugin gives it to pods that ask for {resource}, "
+        "which this pod no longer does, and nodes tainted {resource}:NoSchedule take only pods "
+        "that tolerate it (drop it where the cluster does not run the plugin)",
+    )
 
 
 class Finding(str):

@@ -26,6 +26,7 @@ from app.manifests.podspecs import (
     rewrite_pod_specs,
     singular_containers,
 )
+from app.manifests.tolerations import plugin_tolerations
 
 Read = tuple[Any, Source | None]  # a document and the text it was read from
 
@@ -129,18 +130,29 @@ class Result:
 
 
 def translate_documents(
-    docs: list[Any], policy: Policy, catalog: Catalog, namespace: str | None, mode: Mode
+    docs: list[Any],
+    policy: Policy,
+    catalog: Catalog,
+    namespace: str | None,
+    mode: Mode,
+    *,
+    offline: bool = False,
 ) -> Result:
     """Translate every pod spec in `docs`; the input is never changed. DeviceClasses among
-    them join the catalog, as they would in the cluster the manifest is applied to."""
+    them join the catalog, as they would in the cluster the manifest is applied to.
+
+    `offline`: the documents are applied later, as `gpu2dra translate` writes them, so a pod
+    spec gains the tolerations the ExtendedResourceToleration admission plugin gave it for the
+    resources it no longer asks for (tolerations.py); without it, what admission does."""
     result = Result()
     catalog = with_device_classes(catalog, docs)
+    run = _Run(policy, catalog, namespace, mode, offline)
     for doc in docs:
         if not is_list(doc):
-            result.documents.append(_translate_one(doc, result, policy, catalog, namespace, mode))
+            result.documents.append(_translate_one(doc, result, run))
             continue
         # A List stays a List: a `kubectl get -o yaml` dump comes back in its own shape.
-        items = [_translate_one(i, result, policy, catalog, namespace, mode) for i in doc["items"]]
+        items = [_translate_one(i, result, run) for i in doc["items"]]
         same = all(a is b for a, b in zip(items, doc["items"], strict=True))
         result.documents.append(doc if same else {**doc, "items": items})
     return result
@@ -165,9 +177,18 @@ def with_device_classes(catalog: Catalog, docs: list[Any]) -> Catalog:
     return Catalog(MappingProxyType({**catalog.classes, **Catalog.from_objects(found).classes}))
 
 
-def _translate_one(
-    doc: Any, result: Result, policy: Policy, catalog: Catalog, namespace: str | None, mode: Mode
-) -> Any:
+class _Run(NamedTuple):
+    """What every document of one translate_documents call is translated with."""
+
+    policy: Policy
+    catalog: Catalog
+    namespace: str | None
+    mode: Mode
+    offline: bool
+
+
+def _translate_one(doc: Any, result: Result, run: _Run) -> Any:
+    policy, namespace, mode = run.policy, run.namespace, run.mode
     result.numbered += 1
     number = result.numbered
     if not isinstance(doc, dict):
@@ -190,7 +211,7 @@ def _translate_one(
         result.notes.append(Note(number, subject, text))
 
     def one(spec: Obj, annotations: Any) -> Obj:
-        return _translate_spec(spec, annotations, note, ns, policy, catalog, mode, result, classes)
+        return _translate_spec(spec, annotations, note, ns, run, result, classes)
 
     def asks(container: Obj) -> list[str]:
         return sorted(legacy_amounts(container, policy))
@@ -269,12 +290,11 @@ def _translate_spec(
     annotations: Any,
     note: Callable[[Finding], None],
     ns: str | None,
-    policy: Policy,
-    catalog: Catalog,
-    mode: Mode,
+    run: _Run,
     result: Result,
     classes: list[str],
 ) -> Obj:
+    policy, catalog, mode = run.policy, run.catalog, run.mode
     t = translate(spec, policy, catalog, annotations if isinstance(annotations, dict) else None)
     for warning in t.warnings:
         note(warning)
@@ -296,4 +316,10 @@ def _translate_spec(
             else {**tpl, "metadata": {"name": meta["name"], "namespace": ns, **meta}}
         )
         result.templates.setdefault((ns, tpl["metadata"]["name"]), out)
-    return t.spec
+    if not run.offline:
+        return t.spec
+    # Applied later, the pod no longer gets the toleration ExtendedResourceToleration gave it.
+    translated, tolerations = plugin_tolerations(spec, t.spec)
+    for finding in tolerations:
+        note(finding)
+    return translated

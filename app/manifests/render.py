@@ -90,7 +90,7 @@ def _piece(
 ) -> _Piece:
     read: list[Read] = []
     docs = load_documents(text, read if output == "yaml" else None)
-    result = translate_documents(docs, policy, catalog, namespace, mode)
+    result = translate_documents(docs, policy, catalog, namespace, mode, offline=True)
     if output == "json":
         body = b",".join(orjson.dumps(doc) for doc in result.documents)
     else:

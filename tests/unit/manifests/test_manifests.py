@@ -238,7 +238,16 @@ def test_cli_translate_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert "nodeSelector" not in spec
     assert spec["initContainers"][0]["resources"] == {"claims": [{"name": "trainer-gpu"}]}
     assert docs[1]["metadata"]["namespace"] == "ml"
-    assert out.err == ""
+    # The toleration ExtendedResourceToleration gave the Job's pods, kept: and nothing else.
+    gpu = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    assert spec["tolerations"] == [gpu]
+    assert out.err.splitlines() == [
+        "warning: document 1 (Job train): toleration nvidia.com/gpu (operator Exists, effect "
+        "NoSchedule) added: the ExtendedResourceToleration admission plugin gives it to pods "
+        "that ask for nvidia.com/gpu, which this pod no longer does, and nodes tainted "
+        "nvidia.com/gpu:NoSchedule take only pods that tolerate it (drop it where the cluster "
+        "does not run the plugin)"
+    ]
 
 
 def test_cli_warnings_go_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -319,8 +328,9 @@ def test_a_stream_cut_into_pieces_translates_as_one(
     cut = translate_text(text, policy, catalog, "ns", "enabled", output, jobs=2, min_bytes=0)
     assert cut == whole
     # numbered as in the whole stream: a List's items count, an empty document does not
+    # (the List's pod is translated, and told of the toleration it gains)
     numbers = [w.split(" (")[0] for w in cut.warnings]
-    assert numbers == [f"document {4 * g + n}" for g in range(5) for n in (1, 4)]
+    assert numbers == [f"document {4 * g + n}" for g in range(5) for n in (1, 2, 4)]
 
 
 def test_a_stream_written_anew_is_not_cut(policy: Policy, catalog: Catalog) -> None:

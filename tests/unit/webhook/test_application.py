@@ -231,7 +231,13 @@ def test_translate_json(client: TestClient, cluster: FakeCluster) -> None:
     pod_spec = body["documents"][0]["spec"]["template"]["spec"]
     assert pod_spec["resourceClaims"][0]["name"] == "c-gpu"
     assert body["templates"][0]["metadata"]["namespace"] == "ml"
-    assert body["warnings"] == []
+    # Translated to be applied later: the toleration ExtendedResourceToleration gave it stays.
+    assert pod_spec["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert [w.split(": ", 1)[1].split(" (")[0] for w in body["warnings"]] == [
+        "toleration nvidia.com/gpu"
+    ]
     assert cluster.created == []  # dry run: nothing is created
 
 
