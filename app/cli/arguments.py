@@ -27,7 +27,7 @@ def _profiles(text: str) -> list[str]:
 
 def _duration(text: str) -> timedelta:
     """`--min-age`: 90s, 30m, 1h, 2d, or 0."""
-    found = re.fullmatch(r"(\d+)([smhd]?)", text.strip())
+    found = re.fullmatch(r"([0-9]+)([smhd]?)", text.strip())
     if not found:
         raise argparse.ArgumentTypeError(f"not a duration (90s, 30m, 1h, 2d): {text!r}")
     unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[found[2] or "s"]

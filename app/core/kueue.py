@@ -111,7 +111,7 @@ def _manager(deployment: Obj) -> Obj:
 def version(deployment: Obj) -> tuple[int, int] | None:
     """(major, minor) from the manager's image tag (registry.k8s.io/kueue/kueue:v0.17.1)."""
     image = str(_manager(deployment).get("image") or "")
-    match = re.search(r":v(\d+)\.(\d+)(?:\.\d+)?(?:[-@].*)?$", image)
+    match = re.search(r":v([0-9]+)\.([0-9]+)(?:\.[0-9]+)?(?:[-@].*)?$", image)
     return (int(match[1]), int(match[2])) if match else None
 
 

@@ -11,7 +11,9 @@ import re
 
 from app.core.kube import MANAGED_BY
 
-_MIG_BASE = re.compile(r"(?:\d+c\.)?\d+g\.\d+gb")
+# [0-9], not \d: Python's \d takes any Unicode digit (Arabic-Indic, fullwidth), which no
+# resource name holds.
+_MIG_BASE = re.compile(r"(?:[0-9]+c\.)?[0-9]+g\.[0-9]+gb")
 # The device plugin writes a profile's `+` as `.` (go-nvlib attributes: me, me.all, gfx; -me).
 _MIG_ATTRS = ((".me.all", "+me.all"), (".me", "+me"), (".gfx", "+gfx"), ("-me", "-me"))
 
