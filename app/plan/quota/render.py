@@ -9,7 +9,8 @@ from collections.abc import Iterable
 import yaml
 
 from app.core.policy import Policy
-from app.core.quota import Quota, capacity_resources, is_mirror, legacy_resource, legacy_use, mirror
+from app.core.quota import Quota, capacity_resources, legacy_resource, legacy_use
+from app.plan.quota.mirror import is_mirror, mirror
 
 HEADER = (
     "# DRA-side ResourceQuotas from gpu2dra: each limits the devices of translated pods'\n"
