@@ -1,12 +1,16 @@
 """The DeviceClasses a cluster has: which exist, and which also serve an extended resource;
-and which of its drivers publish devices several claims share (consumable capacity)."""
+which of its drivers publish devices several claims share (consumable capacity), which publish
+any device at all, and the node autoscalers that could add nodes with more."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+from app.core.autoscalers import Autoscaler
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +21,14 @@ class Catalog:
     # DRA driver -> the capacities its devices with allowMultipleAllocations publish (KEP-5075
     # consumable capacity: `shares`, `memory`); None when unknown (no cluster: assumed).
     sharing: Mapping[str, frozenset[str]] | None = None
+    # DRA drivers with a device in some ResourceSlice; None when unknown (no cluster: every
+    # class is assumed to have devices, and nothing is said of capacity).
+    published: frozenset[str] | None = None
+    # DeviceClass -> the drivers its selectors name (`device.driver == "..."`); a class
+    # absent or naming none has devices when any driver publishes one.
+    drivers: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # The node autoscalers seen, for a class without devices (capacity.py).
+    autoscalers: tuple[Autoscaler, ...] = ()
     _serving: Mapping[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -33,10 +45,12 @@ class Catalog:
     @classmethod
     def from_objects(cls, objects: Iterable[Mapping[str, Any]]) -> Catalog:
         classes: dict[str, str | None] = {}
+        drivers: dict[str, frozenset[str]] = {}
         for obj in objects:
             spec = obj.get("spec") or {}
             classes[obj["metadata"]["name"]] = spec.get("extendedResourceName")
-        return cls(MappingProxyType(classes))
+            drivers[obj["metadata"]["name"]] = class_drivers(spec)
+        return cls(MappingProxyType(classes), drivers=MappingProxyType(drivers))
 
     def shares(self, driver: str, capacity: str) -> bool:
         """Whether devices of `driver` can be shared by claims taking `capacity` of them."""
@@ -48,6 +62,32 @@ class Catalog:
     def serving_extended_resource(self, resource: str) -> tuple[str, ...]:
         """Classes whose extendedResourceName is `resource` (KEP-5004 would serve it in-tree)."""
         return self._serving.get(resource, ())
+
+
+# `device.driver == "gpu.nvidia.com"` as drivers' DeviceClasses write it: read, not evaluated
+# (no CEL on the admission path); a selector that names its driver otherwise names none here.
+_DRIVER_TEST = re.compile(r"""device\.driver\s*==\s*(?:"([^"]+)"|'([^']+)')""")
+
+
+def class_drivers(spec: Mapping[str, Any]) -> frozenset[str]:
+    """The drivers a DeviceClass's CEL selectors name with `device.driver == ...`."""
+    found: set[str] = set()
+    for selector in spec.get("selectors") or []:
+        cel = selector.get("cel") if isinstance(selector, Mapping) else None
+        expression = cel.get("expression") if isinstance(cel, Mapping) else None
+        if isinstance(expression, str):
+            found.update(a or b for a, b in _DRIVER_TEST.findall(expression))
+    return frozenset(found)
+
+
+def slice_driver(obj: Mapping[str, Any]) -> str:
+    """The driver of a ResourceSlice that publishes at least one device; "" for one that
+    publishes none (a pool's empty slice, or only shared counters)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("driver"), str):
+        return ""
+    devices = spec.get("devices")
+    return spec["driver"] if isinstance(devices, list) and devices else ""
 
 
 Sharing = tuple[str, frozenset[str]]  # one ResourceSlice: its driver, its shared capacities
