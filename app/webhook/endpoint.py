@@ -7,11 +7,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any
+from typing import Any, Literal, get_args
 
 from app.webhook.metrics import Metrics
 from app.webhook.reviews import AdmissionRequest, ReviewError, parse_review, review
-from app.webhook.verdicts import Decision, Verdict
+from app.webhook.verdicts import Decision, Result, Verdict
 
 log = logging.getLogger("gpu2dra")
 
@@ -19,18 +19,11 @@ ASGIReceive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 ASGISend = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _JSON = [(b"content-type", b"application/json")]
 _TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
-# Every result an endpoint counts in gpu2dra_requests_total (docs/reference/metrics.md).
-RESULTS = (
-    "patched",
-    "audit",
-    "allowed",
-    "denied",
-    "quota",
-    "reapplied",
-    "bad-request",
-    "too-large",
-    "error",
-)
+# What the endpoint answers itself, without a verdict: 400, 413 and 500.
+Failure = Literal["bad-request", "too-large", "error"]
+# Every result an endpoint counts in gpu2dra_requests_total (docs/reference/metrics.md): the
+# verdicts' and its own.
+RESULTS: tuple[Result | Failure, ...] = (*get_args(Result), *get_args(Failure))
 _TRANSLATED = {"patched": "enabled", "audit": "audit"}
 
 
