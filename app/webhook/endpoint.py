@@ -125,7 +125,10 @@ class Admission:
             )
             return await answer(send, 500, f"gpu2dra internal error (uid {adm['uid']})\n".encode())
         await answer(send, 200, review(adm["uid"], verdict.response), _JSON)
-        elapsed = time.perf_counter() - start
+        self._record(adm, verdict, time.perf_counter() - start)
+
+    def _record(self, adm: AdmissionRequest, verdict: Verdict, elapsed: float) -> None:
+        """The answer counted in the metrics, and logged."""
         self.tally.count(verdict.result, elapsed)
         if (mode := _TRANSLATED.get(verdict.result)) is not None:
             self.translations[mode] += 1
