@@ -144,7 +144,7 @@ def fix_line(namespace: str) -> str:
     return f"gpu2dra quota -n {namespace} | kubectl apply -f -"
 
 
-def describe(found: Iterable[Unguarded]) -> str:
+def unguarded_text(found: Iterable[Unguarded]) -> str:
     """`ResourceQuota gpus limits requests.nvidia.com/gpu and nothing limits <key>`."""
     parts = []
     for u in found:
@@ -158,4 +158,4 @@ def describe(found: Iterable[Unguarded]) -> str:
 
 def quota_warning(namespace: str, found: Iterable[Unguarded]) -> Finding:
     """The warning of a pod left on the device plugin so that it stays under its quota."""
-    return Finding(Code.QUOTA, found=describe(found), fix=fix_line(namespace))
+    return Finding(Code.QUOTA, found=unguarded_text(found), fix=fix_line(namespace))

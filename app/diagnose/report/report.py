@@ -73,7 +73,7 @@ def _replicas(obj: Obj) -> int | None:
     return None
 
 
-def workload_of(
+def report_row(
     obj: Obj, *, namespace: str, policy: Policy, catalog: Catalog, kind: str, name: str
 ) -> Workload | None:
     """The report row of one object, None when it asks for no legacy GPU resource."""
@@ -148,7 +148,7 @@ def build(
             shown_kind, shown_name = str(owner.get("kind")), str(owner.get("name"))
             through = f"{kind} {meta.get('name')}"
         ns = str(meta.get("namespace", ""))
-        row = workload_of(
+        row = report_row(
             obj, namespace=ns, policy=policy, catalog=catalog, kind=shown_kind, name=shown_name
         )
         if row is not None:

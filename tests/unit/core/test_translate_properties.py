@@ -22,7 +22,7 @@ from app.core.resources import legacy_devices, parse_count
 from app.core.translate import Translation, translate
 from app.diagnose.explain.explain import explain
 from app.diagnose.explain.facts import PodFacts
-from app.diagnose.report.report import workload_of
+from app.diagnose.report.report import report_row
 from app.manifests.podspecs import is_pod_spec
 from tests.support.strategies import ANY_SLICE, DEFAULT_POLICY, MEMORY, SHARED, pod_specs, setups
 
@@ -299,7 +299,7 @@ def test_translate_explain_and_report_count_alike(spec: Obj, setup: tuple[Policy
     policy, catalog = setup
     want = legacy_devices(spec, policy)
     workload = {"kind": "Deployment", "spec": {"template": {"spec": spec}}}
-    row = workload_of(
+    row = report_row(
         workload, namespace="ml", policy=policy, catalog=catalog, kind="Deployment", name="d"
     )
     if is_pod_spec(spec):  # report finds pod specs by shape: one with containers

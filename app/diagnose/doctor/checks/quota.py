@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.core.catalog import Catalog
 from app.core.policy import Policy
-from app.core.quota import Quota, describe, fix_line, namespace_uses, unguarded
+from app.core.quota import Quota, fix_line, namespace_uses, unguarded, unguarded_text
 from app.core.scope import NEVER_CHANGED, namespace_mode
 from app.diagnose.doctor.checks.verdict import Verdict, unreadable
 from app.diagnose.doctor.facts import Facts
@@ -34,7 +34,7 @@ def check_quota(facts: Facts, policy: Policy) -> Verdict:
         translating += 1
         found = by_namespace.get(ns_name, [])
         if gaps := unguarded(namespace_uses(found, policy), found, catalog):
-            lifted.append((ns_name, describe(gaps)))
+            lifted.append((ns_name, unguarded_text(gaps)))
     if lifted:
         names = ", ".join(ns for ns, _ in lifted)
         fix = (
