@@ -1,7 +1,7 @@
 """Init containers and the claims they reuse: the device plugin hands a regular init
 container's devices on to the app containers, so an init container reuses an app container's
-claim of the same shape where one covers it (rule 6 of docs/concepts/translation.md), and the
-pod is warned when its claims hold more devices than the device plugin gave it."""
+claim of the same shape where one covers it (docs/concepts/translation.md#rule-init-containers),
+and the pod is warned when its claims hold more devices than the device plugin gave it."""
 
 from __future__ import annotations
 

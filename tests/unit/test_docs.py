@@ -57,6 +57,56 @@ def test_relative_links_point_at_files(page: Path) -> None:
     assert not broken, f"{page.relative_to(ROOT)} links to missing files: {broken}"
 
 
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+_ID = re.compile(r'<a\s+(?:id|name)="([^"]+)"')
+_INLINE_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: its text lower-cased, punctuation but `-` and `_`
+    dropped, each space a `-`."""
+    text = _INLINE_LINK.sub(r"\1", heading).lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors a page has: its headings' (a repeated one numbered `-1`, `-2`, as GitHub
+    does) and its explicit `<a id="...">`."""
+    text = _FENCE.sub("", page.read_text())
+    found: set[str] = set(_ID.findall(text))
+    seen: dict[str, int] = {}
+    for heading in _HEADING.findall(text):
+        slug = _slug(heading)
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        found.add(f"{slug}-{count}" if count else slug)
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_anchors_point_at_headings_or_ids(page: Path) -> None:
+    """A link to `page.md#anchor` (or `#anchor` on the page itself) names a heading or an
+    `<a id>` there: a rule of translation.md is linked by its id, never by its number."""
+    broken = []
+    for target in _links(page):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target) or "#" not in target:
+            continue
+        path, anchor = target.split("#", 1)
+        file = (page.parent / path).resolve() if path else page
+        if file.suffix == ".md" and file.exists() and anchor not in _anchors(file):
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)} links to missing anchors: {broken}"
+
+
+def test_the_anchor_checker_knows_headings_and_ids() -> None:
+    anchors = _anchors(ROOT / "docs" / "concepts" / "translation.md")
+    assert {"fail-closed", "namespace-modes", "rule-quota", "rule-f2-node-terms"} <= anchors
+    assert _slug("Before a namespace is enabled: `gpu2dra impact`") == (
+        "before-a-namespace-is-enabled-gpu2dra-impact"
+    )
+    assert _slug("[`gpu2dra exporter`](x.md): which pod") == "gpu2dra-exporter-which-pod"
+
+
 def test_the_link_checker_sees_links() -> None:
     assert "docs/README.md" in _links(ROOT / "README.md")
 
