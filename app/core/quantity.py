@@ -29,11 +29,8 @@ class Quantity:
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Quantity):
-            raise TypeError(f"no such overload: quantity == {type(other).__name__}")
+            return NotImplemented
         return self.value == other.value
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
 
     def __hash__(self) -> int:
         return hash(self.value)

@@ -32,8 +32,7 @@ from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
 from app.core.kube import Obj, cel_expressions
-from app.core.quantity import parse_quantity
-from app.readers.cel.functions import FUNCTIONS
+from app.readers.cel.functions import FUNCTIONS, cel_quantity
 from app.readers.cel.semver import parse_semver
 
 # cel-python logs failed function calls at ERROR; a selector that errors is a result here.
@@ -147,7 +146,7 @@ def _cel_device(device: Device) -> celtypes.MapType:
         domain, ident = _qualified(name, device.driver)
         raw = value.get("value") if isinstance(value, dict) else value
         try:
-            capacity.setdefault(domain, {})[ident] = parse_quantity(str(raw))
+            capacity.setdefault(domain, {})[ident] = cel_quantity(str(raw))
         except ValueError as err:
             raise SelectorError(f"capacity {name}: {err}") from None
 

@@ -14,6 +14,28 @@ from app.core.quantity import INT64_MAX, Quantity, parse_quantity
 from app.readers.cel.semver import Semver, parse_semver
 
 
+class CelQuantity(Quantity):
+    """A quantity as CEL sees it: compared with anything but a quantity, it is CEL's "no such
+    overload" error (as in the scheduler), not Python's False."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Quantity):
+            raise TypeError(f"no such overload: quantity == {type(other).__name__}")
+        return self.value == other.value
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = Quantity.__hash__
+
+
+def cel_quantity(text: str) -> CelQuantity:
+    """`quantity(text)`: ValueError when Kubernetes would not accept it."""
+    return CelQuantity(parse_quantity(text).value, text)
+
+
 def _error(message: str) -> CELEvalError:
     return CELEvalError(message, ValueError, None)
 
@@ -132,7 +154,7 @@ def _join(items: Any, sep: Any = "") -> celtypes.StringType:
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     # k8s.io/apiserver/pkg/cel/library: quantity and semver
-    "quantity": lambda s: _parsed(parse_quantity, s),
+    "quantity": lambda s: _parsed(cel_quantity, s),
     "isQuantity": lambda s: _is(parse_quantity, s),
     "semver": lambda s, normalize=False: _parsed(parse_semver, s, bool(normalize)),
     "isSemver": lambda s, normalize=False: _is(parse_semver, s, bool(normalize)),
@@ -142,8 +164,8 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "major": _semver_part("major"),
     "minor": _semver_part("minor"),
     "patch": _semver_part("patch"),
-    "add": lambda q, o: Quantity(q.value + _quantity_arg(q, o)),
-    "sub": lambda q, o: Quantity(q.value - _quantity_arg(q, o)),
+    "add": lambda q, o: CelQuantity(q.value + _quantity_arg(q, o)),
+    "sub": lambda q, o: CelQuantity(q.value - _quantity_arg(q, o)),
     "asInteger": _as_integer,
     "isInteger": lambda q: celtypes.BoolType(not isinstance(_as_integer(q), CELEvalError)),
     "asApproximateFloat": lambda q: celtypes.DoubleType(float(_quantity_arg(q, q))),

@@ -83,6 +83,8 @@ def test_quantities_compare_by_value() -> None:
     assert parse_quantity("1Gi") == parse_quantity("1073741824")
     assert parse_quantity("1G").compare(parse_quantity("1Gi")) == -1
     assert parse_quantity("40960Mi") == parse_quantity("40Gi")
+    # Python's equality: a quantity is no number; in CEL the same is an error (below).
+    assert parse_quantity("1") != 1
 
 
 # ---- versions ----------------------------------------------------------------------------
@@ -165,6 +167,9 @@ def test_selectors_see_the_device_as_dra_does(expression: str, expected: bool) -
         ("device.attributes['other.com'].model == 'x'", "no such key: model"),
         ("device.attributes['gpu.nvidia.com'].profile == '1g.5gb'", "no such key: profile"),
         ("device.capacity['gpu.nvidia.com'].memory < quantity('1Gi')", "no such overload"),
+        # A quantity compared with a string is an error, not false.
+        ("device.capacity['gpu.nvidia.com'].memory == '40Gi'", "no such overload"),
+        ("quantity('1').add(1) != '2'", "no such overload"),
         ("device.attributes['gpu.nvidia.com'].productName", "the result is String, not bool"),
         ("quantity('lots') == quantity('1')", "quantity 'lots'"),
         ("device.driver ==", "syntax error"),
