@@ -141,6 +141,21 @@ FIELDS = {
     "`deviceClassMappings`, or CEL selectors it refuses. `leave` keeps them on the device "
     "plugin, counted as before; `translate` moves them, with a warning. See "
     "[Kueue](../concepts/quota.md#kueue).",
+    "noDraCapacity": "Pods whose claims no node could take: no ResourceSlice publishes a "
+    "device of their DeviceClass, and no node autoscaler gpu2dra sees can add a node with one "
+    "(Karpenter skips pods with claims; Cluster Autoscaler adds DRA nodes from zero only with "
+    "clusterapi). `leave` keeps them on the device plugin, where they run, with a warning that "
+    "names the autoscaler and what would change it; `translate` moves them, Pending until a "
+    "DRA node joins. Judged at admission only: offline nothing is known of devices. See "
+    "[capacity](../concepts/capacity.md).",
+    "cloudPools": "Pods whose node terms pin them to a cloud node pool or instance type "
+    "(`cloud.google.com/gke-accelerator`, `cloud.google.com/gke-nodepool`, "
+    "`node.kubernetes.io/instance-type`, `karpenter.sh/nodepool`, "
+    "`karpenter.k8s.aws/instance-gpu-*`, `eks.amazonaws.com/nodegroup`, "
+    "`kubernetes.azure.com/agentpool`): such pools are most often device-plugin pools. "
+    "`leave` keeps them on the device plugin at admission; `translate` moves them with the "
+    "term kept and a warning. Offline they are translated with the warning. See "
+    "[capacity](../concepts/capacity.md#cloud-node-pools).",
     "draSchedulers": "The schedulers known to allocate DRA claims: a GPU pod whose "
     "`spec.schedulerName` is another one is left as it is, with a warning (an unset "
     "`schedulerName` is `default-scheduler`). See [fail closed](../concepts/translation.md"
@@ -217,6 +232,8 @@ def _values(key: str) -> str:
         "onError": get_args(policy.OnError),
         "preemptingPods": get_args(policy.LeaveOrTranslate),
         "kueuePods": get_args(policy.LeaveOrTranslate),
+        "noDraCapacity": get_args(policy.LeaveOrTranslate),
+        "cloudPools": get_args(policy.LeaveOrTranslate),
     }
     if key in choices:
         return " \\| ".join(f"`{v}`" for v in choices[key])

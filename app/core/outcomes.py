@@ -140,6 +140,22 @@ class Code(StrEnum):
         "priorityClassName {name} can preempt, and " + NO_PREEMPTION + "; pod left on the "
         "device plugin (policy preemptingPods: leave; set translate to move such pods)",
     )
+    NO_DRA_DEVICES = (
+        "no-dra-devices",
+        "left",
+        "no ResourceSlice publishes a device of DeviceClass {classes} ({drivers}), and no node "
+        "autoscaler can add one: {autoscaling}; translated, the pod would stay Pending; pod "
+        "left on the device plugin (policy noDraCapacity: leave; run the DRA driver on GPU "
+        "nodes, or set translate to move such pods)",
+    )
+    CLOUD_POOL = (
+        "cloud-pool",
+        "left",
+        "node label {terms} pins the pod to a cloud node pool or instance type, most often a "
+        "device-plugin pool sized from nvidia.com/gpu requests, and nothing says {it} "
+        "publishes DRA devices; translated, the pod could stay Pending; pod left on the device "
+        "plugin (policy cloudPools: leave; set translate once the pool runs the DRA driver)",
+    )
     POD_CLAIMS_NOT_A_LIST = (
         "pod-claims-not-a-list",
         "left",
@@ -236,6 +252,20 @@ class Code(StrEnum):
         "translated",
         "priorityClassName {name} can preempt, but " + NO_PREEMPTION + "; translated as the "
         "policy's preemptingPods: translate says",
+    )
+    NO_DRA_DEVICES_TRANSLATED = (
+        "no-dra-devices-translated",
+        "translated",
+        "no ResourceSlice publishes a device of DeviceClass {classes} ({drivers}), and no node "
+        "autoscaler can add one: {autoscaling}; the pod stays Pending until a node publishes "
+        "one; translated as the policy's noDraCapacity: translate says",
+    )
+    CLOUD_POOL_TRANSLATED = (
+        "cloud-pool-translated",
+        "translated",
+        "node label {terms} pins the pod to a cloud node pool or instance type, most often a "
+        "device-plugin pool sized from nvidia.com/gpu requests: the pod runs only if {it} "
+        "publishes DRA devices (the DRA driver on its nodes)",
     )
     SHARING_NARROWED = (
         "sharing-narrowed",

@@ -71,6 +71,16 @@ preemptingPods: leave
 # deviceClassMappings, CEL selectors it refuses): leave keeps them on the device plugin,
 # counted as before; translate moves them and says so.
 kueuePods: leave
+# Pods whose claims no node could take: no ResourceSlice publishes a device of their
+# DeviceClass and no node autoscaler can add a node with one (Karpenter skips pods with
+# claims; Cluster Autoscaler adds DRA nodes from zero only with clusterapi). leave keeps them
+# on the device plugin, where they run; translate moves them, Pending until a DRA node joins.
+noDraCapacity: leave
+# Pods whose node terms pin them to a cloud node pool or instance type (gke-nodepool,
+# gke-accelerator, instance-type, karpenter.sh/nodepool, eks nodegroup, aks agentpool): such
+# pools are most often device-plugin pools, and gpu2dra cannot tell one that runs the DRA
+# driver. leave keeps them on the device plugin; translate moves them and says so.
+cloudPools: leave
 # The schedulers that allocate DRA claims: a GPU pod whose spec.schedulerName is another one
 # is left as it is (unset is default-scheduler).
 draSchedulers: [default-scheduler]
@@ -136,6 +146,9 @@ class Policy:
     mig_single: ResourceMapping | None = None
     preempting_pods: LeaveOrTranslate = "leave"
     kueue_pods: LeaveOrTranslate = "leave"  # the same choice, for pods Kueue would not count
+    # the same, for pods whose claims have no device to take and no autoscaler to add one
+    no_dra_capacity: LeaveOrTranslate = "leave"
+    cloud_pools: LeaveOrTranslate = "leave"  # and for pods pinned to a cloud node pool
     # The schedulers known to allocate DRA claims (spec.schedulerName; unset is the default).
     dra_schedulers: frozenset[str] = frozenset({"default-scheduler"})
     # Keys in a watched domain that leave no pod: exact, or prefixes ending in `*`.
@@ -346,6 +359,8 @@ KEYS = {
     "migSingle",
     "preemptingPods",
     "kueuePods",
+    "noDraCapacity",
+    "cloudPools",
     "draSchedulers",
     "ignoreKeys",
 }
@@ -384,6 +399,8 @@ def parse_policy(raw: Any) -> Policy:
         mig_single=_mig_single(raw.get("migSingle", DEFAULT["migSingle"]), parsed),
         preempting_pods=_choice(raw, "preemptingPods", get_args(LeaveOrTranslate)),  # type: ignore[arg-type]
         kueue_pods=_choice(raw, "kueuePods", get_args(LeaveOrTranslate)),  # type: ignore[arg-type]
+        no_dra_capacity=_choice(raw, "noDraCapacity", get_args(LeaveOrTranslate)),  # type: ignore[arg-type]
+        cloud_pools=_choice(raw, "cloudPools", get_args(LeaveOrTranslate)),  # type: ignore[arg-type]
         dra_schedulers=_dra_schedulers(raw.get("draSchedulers", DEFAULT["draSchedulers"])),
         ignore_keys=_ignore_keys(raw.get("ignoreKeys", DEFAULT["ignoreKeys"])),
     )

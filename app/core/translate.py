@@ -10,7 +10,7 @@ import json
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from app.core import consumable
+from app.core import capacity, consumable
 from app.core.catalog import Catalog
 from app.core.failclosed import (
     DeviceFilter,
@@ -257,7 +257,25 @@ def _plan(
     adds = adds or bool(hami.selectors) or any(lg.shared or lg.memory for lg in used)
     if native := defer_reason(found, adds, catalog):
         return native
+    if not _has_room(spec, used, policy, catalog, warnings):
+        return None
     return _Plan(legacy, used, selection, hami.selectors, bool(shared))
+
+
+def _has_room(
+    spec: Obj, used: list[LegacyRequest], policy: Policy, catalog: Catalog, warnings: list[Finding]
+) -> bool:
+    """Whether the claims can be served: a device of their classes is published or an
+    autoscaler can add one, and no node term pins the pod to a cloud pool gpu2dra cannot
+    see publish devices; what is unknown is assumed to run (capacity.py). Both are named."""
+    classes = {lg.mapping.device_class for lg in used}
+    said = [
+        capacity.unserved(classes, catalog, policy.no_dra_capacity),
+        capacity.pinned(spec, catalog, policy.cloud_pools),
+    ]
+    found = [f for f in said if f is not None]
+    warnings.extend(found)
+    return all(f.code.kind != "left" for f in found)
 
 
 def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Finding]) -> Translation:
