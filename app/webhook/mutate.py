@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import dataclass, field, replace
 
 from app.core.catalog import Catalog
 from app.core.failclosed import Annotations, watched_annotations
@@ -49,8 +48,10 @@ AUDIT_ANNOTATION = "gpu2dra.io/would-translate"
 MEMO_SIZE = 1024  # pod shapes remembered: a cluster runs far fewer distinct GPU workloads
 
 
-class Outcome(NamedTuple):
-    """What translating one shape of pod spec gives, the same for every pod of that shape."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prepared:
+    """What translating one shape of pod spec gives, prepared once for every pod of that
+    shape."""
 
     catalog: Catalog  # the one it was computed with: a new catalog can change it
     warnings: tuple[Finding, ...]
@@ -75,8 +76,8 @@ class Outcome(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Mutator:
     policy: Policy
-    # shape_of(spec) -> Outcome: the pods of a Deployment or Job are translated once
-    _memo: dict[bytes, Outcome] = field(default_factory=dict, init=False, compare=False)
+    # shape_of(spec) -> Prepared: the pods of a Deployment or Job are translated once
+    _memo: dict[bytes, Prepared] = field(default_factory=dict, init=False, compare=False)
 
     def __call__(self, request: AdmissionRequest, cluster: ClusterView) -> Decision:
         if request["kind"].get("kind") != "Pod" or request.get("subResource"):
@@ -101,39 +102,39 @@ class Mutator:
             return allow()
         metadata = pod.get("metadata")
         read = metadata.get("annotations") if isinstance(metadata, dict) else None
-        outcome = self.outcome(spec, cluster.catalog, watched_annotations(read, self.policy))
-        if not outcome.patch:
-            if mode == "audit" and outcome.in_tree:
-                why = f"gpu2dra audit: would leave it to the in-tree path ({outcome.in_tree})"
-                return allow([why, *outcome.warnings], outcome.codes)
-            return allow(outcome.warnings, outcome.codes)
+        prepared = self.prepare(spec, cluster.catalog, watched_annotations(read, self.policy))
+        if not prepared.patch:
+            if mode == "audit" and prepared.in_tree:
+                why = f"gpu2dra audit: would leave it to the in-tree path ({prepared.in_tree})"
+                return allow([why, *prepared.warnings], prepared.codes)
+            return allow(prepared.warnings, prepared.codes)
         # After the memo: the shape's translation is the same everywhere, its quotas are not.
         quotas = cluster.namespace_quotas(namespace)
         if quotas and (
-            lifted := unguarded(outcome.uses, quotas, cluster.catalog, outcome.capacities)
+            lifted := unguarded(prepared.uses, quotas, cluster.catalog, prepared.capacities)
         ):
             return self.kept_under_quota(mode, quota_warning(namespace, lifted))
         if cluster.kueue is not None and queued(metadata):
             then = KUEUE_THEN[self.policy.kueue_pods]
-            classes = {c for _, c in outcome.uses}
-            if held := uncounted(cluster.kueue, classes, outcome.selects, then):
+            classes = {c for _, c in prepared.uses}
+            if held := uncounted(cluster.kueue, classes, prepared.selects, then):
                 if self.policy.kueue_pods == "leave":
                     return self.kept_under_quota(mode, held)
                 moved = Finding(Code.KUEUE_TRANSLATED, why=held)
-                said = (*outcome.warnings, moved)
-                outcome = outcome._replace(warnings=said, codes=(*outcome.codes, moved.code))
+                said = (*prepared.warnings, moved)
+                prepared = replace(prepared, warnings=said, codes=(*prepared.codes, moved.code))
         if mode == "audit":
-            summary = outcome.summary()
-            warnings = [f"gpu2dra audit: would {summary}", *outcome.warnings]
+            summary = prepared.summary()
+            warnings = [f"gpu2dra audit: would {summary}", *prepared.warnings]
             annotations = {AUDIT_ANNOTATION: summary[:2000]}
             answer = allowed(warnings, auditAnnotations=annotations)
-            return Verdict("audit", answer, outcome.codes)
-        verdict = recorded(pod, outcome)
-        if request.get("dryRun") or cluster.has_templates(namespace, outcome.templates):
+            return Verdict("audit", answer, prepared.codes)
+        verdict = recorded(pod, prepared)
+        if request.get("dryRun") or cluster.has_templates(namespace, prepared.templates):
             return verdict
-        return self._after_templates(verdict, namespace, outcome, cluster)
+        return self._after_templates(verdict, namespace, prepared, cluster)
 
-    def outcome(self, spec: Obj, catalog: Catalog, annotations: Annotations = ()) -> Outcome:
+    def prepare(self, spec: Obj, catalog: Catalog, annotations: Annotations = ()) -> Prepared:
         """translate() and its patch, remembered per pod shape; `annotations`: the pod's
         watched_annotations, all that translate() reads of them."""
         try:
@@ -143,32 +144,49 @@ class Mutator:
         known = self._memo.get(shape)
         if known is not None and known.catalog is catalog:
             return known
-        outcome = self._translate(spec, catalog, annotations)
+        prepared = self._translate(spec, catalog, annotations)
         if len(self._memo) >= MEMO_SIZE:
             del self._memo[next(iter(self._memo))]  # the oldest
-        self._memo[shape] = outcome
-        return outcome
+        self._memo[shape] = prepared
+        return prepared
 
-    def _translate(self, spec: Obj, catalog: Catalog, annotations: Annotations) -> Outcome:
+    def _translate(self, spec: Obj, catalog: Catalog, annotations: Annotations) -> Prepared:
         t = translate(spec, self.policy, catalog, dict(annotations))
         if not t.changed:
             said = (Code.IN_TREE, *codes(t.warnings)) if t.in_tree else codes(t.warnings)
-            return Outcome(catalog, t.warnings, (), "", "", str, in_tree=t.in_tree, codes=said)
+            return Prepared(
+                catalog=catalog,
+                warnings=t.warnings,
+                templates=(),
+                patch="",
+                bare_patch="",
+                summary=str,
+                in_tree=t.in_tree,
+                codes=said,
+            )
         try:
             ops, value = patch_ops(spec, t), record(spec, t.touched)
             patch = encode_patch([*ops, *record_ops(value, annotated=True)])
             bare_patch = encode_patch([*ops, *record_ops(value, annotated=False)])
         except TypeError:  # orjson's: an integer over 64 bits, or nested past 254 levels
             warnings = (*t.warnings, Finding(Code.NOT_JSON))
-            return Outcome(catalog, warnings, (), "", "", str, codes=codes(warnings))
-        return Outcome(
-            catalog,
-            t.warnings,
-            tuple(map(owned, t.templates)),
-            patch,
-            bare_patch,
-            functools.cache(lambda: describe(spec, t)),
-            t.uses,
+            return Prepared(
+                catalog=catalog,
+                warnings=warnings,
+                templates=(),
+                patch="",
+                bare_patch="",
+                summary=str,
+                codes=codes(warnings),
+            )
+        return Prepared(
+            catalog=catalog,
+            warnings=t.warnings,
+            templates=tuple(map(owned, t.templates)),
+            patch=patch,
+            bare_patch=bare_patch,
+            summary=functools.cache(lambda: describe(spec, t)),
+            uses=t.uses,
             record_size=len(RECORD_ANNOTATION) + len(value.encode()),
             unrecorded=functools.cache(lambda: encode_patch(ops)),
             codes=codes(t.warnings),
@@ -183,15 +201,15 @@ class Mutator:
         return Verdict("quota", allowed([text]), (warning.code,))
 
     async def _after_templates(
-        self, answer: Verdict, namespace: str, outcome: Outcome, cluster: ClusterView
+        self, answer: Verdict, namespace: str, prepared: Prepared, cluster: ClusterView
     ) -> Verdict:
         try:
-            await cluster.ensure_templates(namespace, outcome.templates)
+            await cluster.ensure_templates(namespace, prepared.templates)
         except TemplateSquatted as err:
             # Never a template gpu2dra did not make: its spec could ask for anything.
-            return self.failed(Finding(Code.TEMPLATE_NOT_OURS, why=err), outcome.warnings)
+            return self.failed(Finding(Code.TEMPLATE_NOT_OURS, why=err), prepared.warnings)
         except TemplateError as err:
-            return self.failed(Finding(Code.TEMPLATE_ERROR, why=err), outcome.warnings)
+            return self.failed(Finding(Code.TEMPLATE_ERROR, why=err), prepared.warnings)
         return answer
 
     def failed(self, why: Finding, warnings: tuple[Finding, ...] = ()) -> Verdict:
@@ -202,23 +220,23 @@ class Mutator:
         return allow([f"{why}; pod admitted unchanged", *warnings], said)
 
 
-def recorded(pod: Obj, outcome: Outcome) -> Verdict:
+def recorded(pod: Obj, prepared: Prepared) -> Verdict:
     """The shape's patch for this pod, which records what it replaces in an annotation unless
     the pod's annotations leave no room for it."""
     metadata = pod.get("metadata")
-    warnings = outcome.warnings
+    warnings = prepared.warnings
     if not isinstance(metadata, dict):  # never from the API server: nowhere to record
-        return Verdict("patched", patched(outcome.unrecorded(), warnings), outcome.codes)
+        return Verdict("patched", patched(prepared.unrecorded(), warnings), prepared.codes)
     annotations = metadata.get("annotations")
     if annotations is None:
-        return Verdict("patched", patched(outcome.bare_patch, warnings), outcome.codes)
+        return Verdict("patched", patched(prepared.bare_patch, warnings), prepared.codes)
     if not isinstance(annotations, dict):  # the API server refuses it anyway
-        return Verdict("patched", patched(outcome.unrecorded(), warnings), outcome.codes)
-    if annotations_size(annotations) + outcome.record_size <= ANNOTATIONS_LIMIT:
-        return Verdict("patched", patched(outcome.patch, warnings), outcome.codes)
+        return Verdict("patched", patched(prepared.unrecorded(), warnings), prepared.codes)
+    if annotations_size(annotations) + prepared.record_size <= ANNOTATIONS_LIMIT:
+        return Verdict("patched", patched(prepared.patch, warnings), prepared.codes)
     why = Finding(Code.NO_ROOM_FOR_RECORD, annotation=RECORD_ANNOTATION)
-    answer = patched(outcome.unrecorded(), [*warnings, why])
-    return Verdict("patched", answer, (*outcome.codes, why.code))
+    answer = patched(prepared.unrecorded(), [*warnings, why])
+    return Verdict("patched", answer, (*prepared.codes, why.code))
 
 
 def reapplied(request: AdmissionRequest) -> Verdict:

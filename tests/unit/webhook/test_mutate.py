@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -202,12 +203,12 @@ def test_a_remembered_outcome_is_the_fresh_one(
     policy = load_policy(None)
     catalog = Catalog.of(policy.device_classes)
     memo = Mutator(policy)
-    memo.outcome(spec, catalog, annotations)
+    memo.prepare(spec, catalog, annotations)
     for later, watched in ((_replica(spec, 1), others), (other, annotations)):
-        kept = memo.outcome(later, catalog, watched)
-        fresh = Mutator(policy).outcome(later, catalog, watched)
-        assert kept._replace(summary=str, unrecorded=str) == fresh._replace(
-            summary=str, unrecorded=str
+        kept = memo.prepare(later, catalog, watched)
+        fresh = Mutator(policy).prepare(later, catalog, watched)
+        assert replace(kept, summary=str, unrecorded=str) == replace(
+            fresh, summary=str, unrecorded=str
         )
         assert kept.summary() == fresh.summary()
         assert kept.unrecorded() == fresh.unrecorded()
@@ -216,18 +217,18 @@ def test_a_remembered_outcome_is_the_fresh_one(
 def test_replicas_share_one_outcome(policy: Policy, catalog: Catalog) -> None:
     mutator = Mutator(policy)
     spec = pod()["spec"]
-    first = mutator.outcome(spec, catalog)
-    assert first.patch and mutator.outcome(_replica(spec, 2), catalog) is first
+    first = mutator.prepare(spec, catalog)
+    assert first.patch and mutator.prepare(_replica(spec, 2), catalog) is first
 
 
 def test_a_worker_that_reads_visible_devices_is_not_answered_from_the_memo(
     policy: Policy, catalog: Catalog
 ) -> None:
     mutator, spec = Mutator(policy), pod()["spec"]
-    first = mutator.outcome(spec, catalog)
+    first = mutator.prepare(spec, catalog)
     (c,) = spec["containers"]
     reads = {**spec, "containers": [{**c, "env": [{"name": "NVIDIA_VISIBLE_DEVICES"}]}]}
-    later = mutator.outcome(reads, catalog)
+    later = mutator.prepare(reads, catalog)
     assert later is not first and any("NVIDIA_VISIBLE_DEVICES" in w for w in later.warnings)
     assert not any("NVIDIA_VISIBLE_DEVICES" in w for w in first.warnings)
 
@@ -240,8 +241,8 @@ def test_a_priority_class_is_not_answered_from_the_memo(
     policy: Policy, catalog: Catalog, priority: dict[str, str]
 ) -> None:
     mutator, spec = Mutator(policy), pod()["spec"]
-    first = mutator.outcome(spec, catalog)
-    later = mutator.outcome({**spec, **priority}, catalog)
+    first = mutator.prepare(spec, catalog)
+    later = mutator.prepare({**spec, **priority}, catalog)
     assert later is not first and first.patch
     preempts = priority.get("preemptionPolicy") != "Never"
     assert bool(later.patch) is not preempts
@@ -250,8 +251,8 @@ def test_a_priority_class_is_not_answered_from_the_memo(
 
 def test_a_new_catalog_is_not_answered_from_the_memo(policy: Policy) -> None:
     mutator, spec = Mutator(policy), pod()["spec"]
-    assert not mutator.outcome(spec, Catalog.of(["mig.nvidia.com"])).patch
-    assert mutator.outcome(spec, Catalog.of(["gpu.nvidia.com"])).patch
+    assert not mutator.prepare(spec, Catalog.of(["mig.nvidia.com"])).patch
+    assert mutator.prepare(spec, Catalog.of(["gpu.nvidia.com"])).patch
 
 
 def _answer(mutator: Mutator, annotations: Obj | None, spec: Obj | None = None) -> Answer:
@@ -300,7 +301,7 @@ def test_pods_that_differ_in_their_scheduler_get_their_own_answers(policy: Polic
 def test_the_memo_is_bounded(policy: Policy, catalog: Catalog) -> None:
     mutator = Mutator(policy)
     for n in range(MEMO_SIZE + 5):
-        mutator.outcome({"containers": [container(f"c{n}", gpu(1))]}, catalog)
+        mutator.prepare({"containers": [container(f"c{n}", gpu(1))]}, catalog)
     assert len(mutator._memo) == MEMO_SIZE
 
 

@@ -225,7 +225,7 @@ def test_a_template_without_exactly_gpu2dras_label_is_refused(
 
 def test_a_squatted_name_leaves_the_pod_unchanged_with_a_warning(policy: Policy) -> None:
     cluster = FakeCluster(labels={"ml": {"gpu2dra.io/migration": "enabled"}})
-    outcome = Mutator(policy).outcome(pod()["spec"], cluster.catalog)
+    outcome = Mutator(policy).prepare(pod()["spec"], cluster.catalog)
     (template,) = outcome.templates
     cluster.squatted.add(("ml", template.name))
     answer = run(Mutator(policy)(request(pod()), cluster))
@@ -240,7 +240,7 @@ def test_a_squatted_name_denies_the_pod_under_on_error_deny(policy: Policy) -> N
 
     deny = replace(policy, on_error="deny")
     cluster = FakeCluster(labels={"ml": {"gpu2dra.io/migration": "enabled"}})
-    (template,) = Mutator(deny).outcome(pod()["spec"], cluster.catalog).templates
+    (template,) = Mutator(deny).prepare(pod()["spec"], cluster.catalog).templates
     cluster.squatted.add(("ml", template.name))
     answer = run(Mutator(deny)(request(pod()), cluster))
     assert not answer["allowed"] and template.name in answer["status"]["message"]
