@@ -122,7 +122,6 @@ class App(FastAPI):
 
 def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
     metrics = Metrics()
-    mutator = Mutator(settings.policy)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -139,12 +138,27 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
 
     app = App(title="gpu2dra", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings, app.state.metrics = settings, metrics
+    app.admission = _admission(app, settings, metrics)
+    _add_translate(app, settings, metrics)
+    _add_probes(app, metrics)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> PlainTextResponse:
+        return PlainTextResponse(f"{exc.detail}\n", status_code=exc.status_code)
+
+    return app
+
+
+def _admission(app: App, settings: Settings, metrics: Metrics) -> dict[str, Admission]:
+    """POST /mutate and /validate, each deciding on the cluster the app holds when asked."""
+    mutator = Mutator(settings.policy)
+    deadline = settings.deadline
 
     def mutate(adm: AdmissionRequest) -> Decision:
         return mutator(adm, app.cluster)
 
     def mutate_late(adm: AdmissionRequest) -> Verdict:
-        return mutator.failed(Finding(Code.LATE, seconds=settings.deadline))
+        return mutator.failed(Finding(Code.LATE, seconds=deadline))
 
     def validate_(adm: AdmissionRequest) -> Decision:
         return validate(adm, app.cluster, settings.template_writers)
@@ -152,12 +166,29 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
     def validate_late(adm: AdmissionRequest) -> Verdict:
         return allow([f"gpu2dra could not check DeviceClasses within {deadline:g}s"])
 
-    deadline, max_body = settings.deadline, settings.max_body
-    app.admission = {
-        "/mutate": Admission("mutate", mutate, mutate_late, deadline, max_body, metrics),
-        "/validate": Admission("validate", validate_, validate_late, deadline, max_body, metrics),
+    max_body = settings.max_body
+    return {
+        "/mutate": Admission(
+            "mutate",
+            decide=mutate,
+            late=mutate_late,
+            deadline=deadline,
+            max_body=max_body,
+            metrics=metrics,
+        ),
+        "/validate": Admission(
+            "validate",
+            decide=validate_,
+            late=validate_late,
+            deadline=deadline,
+            max_body=max_body,
+            metrics=metrics,
+        ),
     }
 
+
+def _add_translate(app: App, settings: Settings, metrics: Metrics) -> None:
+    """POST /translate: a manifest in, the manifest translated out (404 when turned off)."""
     tally = metrics.tally("translate", ("ok", "bad-request", "too-large"))
 
     @app.post("/translate")
@@ -186,6 +217,10 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
             return PlainTextResponse(text, status_code=status)
         return Response(text, media_type="application/yaml" if as_yaml else "application/json")
 
+
+def _add_probes(app: App, metrics: Metrics) -> None:
+    """GET /healthz, /readyz (not while caches sync or the replica drains) and /metrics."""
+
     @app.get("/healthz")
     async def healthz() -> PlainTextResponse:
         return PlainTextResponse("ok\n")
@@ -201,9 +236,3 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
     @app.get("/metrics")
     async def metrics_() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> PlainTextResponse:
-        return PlainTextResponse(f"{exc.detail}\n", status_code=exc.status_code)
-
-    return app

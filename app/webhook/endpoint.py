@@ -76,6 +76,7 @@ class Admission:
     def __init__(
         self,
         endpoint: str,
+        *,
         decide: Callable[[AdmissionRequest], Decision],
         late: Callable[[AdmissionRequest], Verdict],
         deadline: float,
