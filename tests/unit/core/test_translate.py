@@ -16,7 +16,7 @@ from app.core.outcomes import Code, Finding, codes
 from app.core.policy import Policy, ResourceMapping, load_policy, parse_policy
 from app.core.resources import parse_count
 from app.core.translate import translate
-from tests.support.pods import GPU, MIG, PRODUCT_A100, Obj, container, gpu, tpl
+from tests.support.pods import GPU, MIG, Obj, container, gpu
 from tests.unit.core.translation_cases import A100_1G5, CASES, PRODUCT, Case
 
 
@@ -168,17 +168,6 @@ def test_in_tree_path(spec: Obj, in_tree: str, deferred: bool) -> None:
         assert result.spec is spec and not result.warnings
         assert result.in_tree == "nvidia.com/gpu is served in-tree by DeviceClass gpu.nvidia.com"
     assert not any("owner" in w for w in result.warnings)
-
-
-def test_keep_node_selectors(catalog: Catalog) -> None:
-    policy = parse_policy({**_default_raw(), "keepNodeSelectors": True})
-    spec = {
-        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
-        "containers": [container("c", gpu(1))],
-    }
-    result = translate(spec, policy, catalog)
-    assert result.spec["nodeSelector"] == spec["nodeSelector"]
-    assert result.templates[0]["metadata"]["name"] == tpl("gpu", GPU, 1, PRODUCT_A100)
 
 
 def test_shared_gpus_need_a_sharing_mapping(catalog: Catalog) -> None:
