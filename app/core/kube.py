@@ -7,6 +7,8 @@ import re
 from typing import Any
 
 Obj = dict[str, Any]
+# A location in an object: its keys and list indexes, from the top (`("spec", "containers", 0)`).
+Path = tuple[str | int, ...]
 
 # The label on everything gpu2dra generates (templates, DeviceClasses, ResourceQuotas).
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu2dra"}

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from app.core.kube import Obj
-from app.core.translate import Path, Translation
+from app.core.kube import Obj, Path
+from app.core.translate import Translation
 
 # JSON of {JSON pointer: what the pod spec held there before translation, null if nothing}
 RECORD_ANNOTATION = "gpu2dra.io/translated-from"

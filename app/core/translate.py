@@ -28,7 +28,7 @@ from app.core.gfd import (
 )
 from app.core.initclaims import Claim, Legacy, Shape, cover, more_devices
 from app.core.intree import defer_reason
-from app.core.kube import Obj
+from app.core.kube import Obj, Path
 from app.core.names import claim_name, request_name
 from app.core.outcomes import Code, Finding
 from app.core.policy import Policy, ResourceMapping
@@ -43,8 +43,6 @@ from app.core.resources import (
     vendor_companions,
 )
 from app.core.templates import DeviceRequest, describe_template, sharing_config
-
-Path = tuple[str | int, ...]  # a location under the pod spec
 
 
 class Translation(NamedTuple):

@@ -23,7 +23,8 @@ from typing import Any, NamedTuple
 import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-Path = tuple[str | int, ...]
+from app.core.kube import Path
+
 Span = tuple[int, int, int, int]  # first line, its column; last line, the column after
 _CParser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MARKER = re.compile(r"---(?:[ \t]|$)").match  # a document start, at the start of a line

@@ -12,11 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from app.core.kube import Obj
+from app.core.kube import Obj, Path
 from app.core.outcomes import Code, Finding
 from app.core.resources import parse_count
-
-Path = tuple[str | int, ...]
 
 # API group -> why its documents are left as they are.
 _LEFT = {

@@ -19,8 +19,9 @@ import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
+from app.core.kube import Path
 from app.manifests import comments
-from app.manifests.comments import Notes, Path, Source
+from app.manifests.comments import Notes, Source
 
 MAX_ALIASES = 100  # real manifests use a few anchors; "billion laughs" bombs use thousands
 # Nodes aliases may add to a stream beyond its own size: even 100 aliases, each doubling the
