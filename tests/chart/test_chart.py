@@ -204,6 +204,12 @@ def test_default_install(helm: Path) -> None:
             "Service",
             "ServiceAccount",
             "ValidatingWebhookConfiguration",
+            # the account `helm test` runs doctor under (helmTest.enabled; its Pod is a hook)
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
         ]
     )
     secret = of_kind(docs, "Secret")
@@ -351,7 +357,7 @@ def test_pdb_keeps_one_replica_and_never_guards_a_single_one(helm: Path) -> None
 
 
 def test_rbac_is_least_privilege(helm: Path) -> None:
-    rules = of_kind(render_chart(helm), "ClusterRole")["rules"]
+    rules = by_name(render_chart(helm), "ClusterRole")["gpu2dra"]["rules"]
     granted = {
         (g, r, v)
         for rule in rules

@@ -11,7 +11,12 @@ from tests.support.webhook import of_kind, render_chart
 def test_the_webhook_is_told_its_identity_and_the_extra_writers(helm: Path) -> None:
     docs = render_chart(helm, "claimTemplates.extraWriters={system:serviceaccount:ops:seeder}")
     (container,) = of_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
-    account = of_kind(docs, "ServiceAccount")["metadata"]["name"]
+    (account,) = [
+        d["metadata"]["name"]
+        for d in docs
+        if d["kind"] == "ServiceAccount"
+        and d["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"
+    ]
     assert f"--service-account={account}" in container["args"]
     assert "--template-writer=system:serviceaccount:ops:seeder" in container["args"]
 

@@ -194,3 +194,14 @@ helm.sh/chart: {{ include "gpu2dra.chart" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
+
+{{/* The labels of the `helm test` objects: the chart's, with component test (the webhook's
+Service and PodDisruptionBudget select component webhook only). */}}
+{{- define "gpu2dra.testLabels" -}}
+helm.sh/chart: {{ include "gpu2dra.chart" . }}
+app.kubernetes.io/name: {{ include "gpu2dra.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: test
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
