@@ -96,7 +96,10 @@ def test_missing_device_class_fails(
     check = checks["deviceclasses"]
     assert check["status"] == "FAIL"
     assert "missing mig.nvidia.com (for nvidia.com/mig-*)" in check["summary"]
-    assert check["fix"]
+    assert check["fix"] == (
+        "install the NVIDIA DRA driver (its chart creates gpu.nvidia.com and mig.nvidia.com), "
+        "or change the policy's mappings"
+    )
 
 
 def test_no_resource_slices_fails(webhook: Webhook, control_plane: ControlPlane) -> None:

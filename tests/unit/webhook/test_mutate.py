@@ -357,8 +357,13 @@ def test_a_pod_kueue_would_not_count_stays_on_the_device_plugin(mutate: Mutator)
     # Counted from its Job's template, or not queued: translated.
     owner = {"kind": "Job", "name": "j", "uid": "u", "apiVersion": "batch/v1", "controller": True}
     job_pod = queued_pod(ownerReferences=[owner])
-    assert "patch" in run(mutate(request(job_pod), cluster))
-    assert "patch" in run(mutate(request(pod()), cluster))
+    assert patched(job_pod, run(mutate(request(job_pod), cluster))) == translated(
+        job_pod, mutate.policy, cluster.catalog
+    )
+    plain = pod()
+    assert patched(plain, run(mutate(request(plain), cluster))) == translated(
+        plain, mutate.policy, cluster.catalog
+    )
 
 
 def test_kueue_with_the_gate_and_mappings_counts_whole_gpus_not_mig(mutate: Mutator) -> None:

@@ -141,6 +141,23 @@ def template(name: str = "gpu2dra-gpu-x1-0123456789", **labels: str) -> Any:
     return {"metadata": {"name": name, "namespace": "ml", "labels": labels}, "spec": {"spec": spec}}
 
 
+def reserved(name: str, what: str, user: str) -> Any:
+    """The denial of a template under gpu2dra's name or label to `user` (as repr'd)."""
+    return {
+        "allowed": False,
+        "status": {
+            "code": 403,
+            "message": f"ResourceClaimTemplate ml/{name}: {what} are reserved to gpu2dra "
+            f"(ops-bot, {GPU2DRA}), and {user} is not it: gpu2dra would use such a template for "
+            "pods it translates. Choose another name and label (or ask the cluster admin to add "
+            "the identity to the chart's claimTemplates.extraWriters)",
+        },
+    }
+
+
+LABEL = "the label app.kubernetes.io/managed-by=gpu2dra"
+
+
 def by(user: str, obj: Any, operation: str = "CREATE", **extra: Any) -> Any:
     return request(
         obj,
@@ -173,7 +190,7 @@ def test_an_update_that_takes_gpu2dras_label_off_is_refused() -> None:
     answer = run(
         validate(by("mallory", template("mine"), "UPDATE", oldObject=old), FakeCluster(), WRITERS)
     )
-    assert not answer["allowed"] and "the label" in answer["status"]["message"]
+    assert answer == reserved("mine", LABEL, "'mallory'")
 
 
 def test_an_update_that_adds_gpu2dras_label_is_refused() -> None:
@@ -181,7 +198,7 @@ def test_an_update_that_adds_gpu2dras_label_is_refused() -> None:
     answer = run(
         validate(by("mallory", new, "UPDATE", oldObject=template("mine")), FakeCluster(), WRITERS)
     )
-    assert not answer["allowed"]
+    assert answer == reserved("mine", LABEL, "'mallory'")
 
 
 @pytest.mark.parametrize("user", [GPU2DRA, "ops-bot"])
@@ -206,7 +223,9 @@ def test_nothing_is_reserved_when_no_identity_is_known_to_be_gpu2dra() -> None:
 def test_a_request_without_a_username_is_refused() -> None:
     req = by("x", template())
     del req["userInfo"]
-    assert not run(validate(req, FakeCluster(), WRITERS))["allowed"]
+    assert run(validate(req, FakeCluster(), WRITERS)) == reserved(
+        "gpu2dra-gpu-x1-0123456789", "the name prefix 'gpu2dra-'", "None"
+    )
 
 
 def test_an_update_is_not_refused_for_a_device_class_gone_since_create() -> None:
