@@ -102,6 +102,7 @@ def _term(req: Requirement) -> str:
 def select_devices(
     spec: Obj,
     kinds: Sequence[NodeLabels],
+    *,
     keep_node_terms: bool,
     watched: Callable[[str], bool],
     slice_memory: bool = False,
@@ -270,7 +271,7 @@ class MigSingle(NamedTuple):
     """A pod that picks MIG single-strategy nodes: their `nvidia.com/gpu` is a MIG device."""
 
     profile: str | None  # as the DRA driver spells it; None when it cannot be told
-    problem: str  # why the pod cannot be translated, "" when it can
+    problem: str | None = None  # why the pod cannot be translated, None when it can
 
 
 def mig_single(spec: Obj) -> MigSingle | None:
@@ -300,4 +301,4 @@ def mig_single(spec: Obj) -> MigSingle | None:
         return MigSingle(None, f"selects several MIG profiles ({', '.join(sorted(spelled))})")
     if len(migs) != len(values):
         return MigSingle(None, "selects whole GPUs and MIG single-strategy nodes at once")
-    return MigSingle(profiles.pop(), "")
+    return MigSingle(profiles.pop())

@@ -50,7 +50,7 @@ class Translation(NamedTuple):
     templates: tuple[Obj, ...]
     warnings: tuple[Finding, ...]
     touched: tuple[Path, ...]  # what changed under the spec, for deriving a patch
-    in_tree: str = ""  # why the pod is left to the in-tree extended-resource path, if it is
+    in_tree: str | None = None  # why the pod is left to the in-tree extended-resource path
     # (legacy resource, DeviceClass) of each claim it adds: what a GPU quota must also limit
     uses: tuple[tuple[str, str], ...] = ()
     # legacy resources that become consumable capacity (HAMi's nvidia.com/gpumem): no quota
@@ -121,8 +121,8 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog, annotations: Any = No
         warnings.append(Finding(Code.POD_CLAIMS_NOT_A_LIST))
         return _unchanged(spec, warnings)
     plan = _plan(spec, asked.legacy, hami, policy, catalog, warnings)
-    if isinstance(plan, str):
-        return _unchanged(spec, warnings)._replace(in_tree=plan)
+    if isinstance(plan, _InTree):
+        return _unchanged(spec, warnings)._replace(in_tree=plan.reason)
     if plan is None:
         return _unchanged(spec, warnings)
     return _claimed(spec, plan, pod_claims, warnings)
@@ -190,6 +190,12 @@ class _Plan(NamedTuple):
     shared: bool  # the pod's node terms pick shared GPUs
 
 
+class _InTree(NamedTuple):
+    """The in-tree extended-resource path serves the pod as well: it is left to it."""
+
+    reason: str
+
+
 def _plan(
     spec: Obj,
     legacy: Legacy,
@@ -197,21 +203,73 @@ def _plan(
     policy: Policy,
     catalog: Catalog,
     warnings: list[Finding],
-) -> _Plan | str | None:
+) -> _Plan | _InTree | None:
     """What the requests become: MIG slices on MIG single-strategy nodes, sharing, GFD node
-    terms as device selectors. None when the pod is left; the reason as text when the
-    in-tree extended-resource path serves it as well."""
+    terms as device selectors. None when the pod is left; _InTree when the in-tree
+    extended-resource path serves it as well."""
+    asked = _on_mig_single(spec, legacy, policy, warnings)
+    if asked is None:
+        return None
+    legacy, used = asked.legacy, asked.used
+    shared = _shared(spec, used, hami, catalog, warnings)
+    if shared is None:
+        return None
+    selection = _selection(spec, asked, policy, warnings)
+    if selection is None:
+        return None
+    if not used:
+        return _Plan(legacy, used, NO_SELECTION, hami.selectors, False)
+    found = [(field, c, lgs) for (field, _), (c, lgs) in legacy.items()]
+    # What the in-tree path cannot give: device selectors from GFD node terms, a MIG slice
+    # for a single-strategy nvidia.com/gpu, the driver's sharing config, and the selectors
+    # of HAMi's annotations (it reads no annotation).
+    adds = any(selection.selectors.values()) or asked.mig_single or bool(shared)
+    adds = adds or bool(hami.selectors) or any(lg.shared or lg.memory for lg in used)
+    if native := defer_reason(found, adds, catalog):
+        return _InTree(native)
+    if not _has_room(spec, used, policy, catalog, warnings):
+        return None
+    return _Plan(legacy, used, selection, hami.selectors, bool(shared))
+
+
+class _Requests(NamedTuple):
+    legacy: Legacy  # as asked, or as MIG requests on a MIG single-strategy node
+    used: list[LegacyRequest]  # the requests for one device or more
+    mig_single: bool  # the pod's node terms pick MIG single-strategy nodes
+
+
+def _on_mig_single(
+    spec: Obj, legacy: Legacy, policy: Policy, warnings: list[Finding]
+) -> _Requests | None:
+    """The requests, whole GPUs as MIG devices where the pod's node terms pick MIG
+    single-strategy nodes; None when the pod is left (a profile that cannot be told, or no
+    mapping for it)."""
     used = [lg for _, found in legacy.values() for lg in found if lg.devices]
     single = mig_single(spec) if any(_whole(lg) for lg in used) else None
-    if single is not None:
-        if single.problem or single.profile is None:
-            warnings.append(Finding(Code.MIG_SINGLE, problem=single.problem))
-            return None
-        if policy.mig_single is None:
-            warnings.append(Finding(Code.NO_MIG_SINGLE_MAPPING))
-            return None
-        legacy = _as_mig(legacy, policy.mig_single, single.profile)
-        used = [lg for _, found in legacy.values() for lg in found if lg.devices]
+    if single is None:
+        return _Requests(legacy, used, False)
+    if single.problem is not None or single.profile is None:
+        warnings.append(Finding(Code.MIG_SINGLE, problem=single.problem))
+        return None
+    if policy.mig_single is None:
+        warnings.append(Finding(Code.NO_MIG_SINGLE_MAPPING))
+        return None
+    legacy = _as_mig(legacy, policy.mig_single, single.profile)
+    used = [lg for _, found in legacy.values() for lg in found if lg.devices]
+    return _Requests(legacy, used, True)
+
+
+def _shared(
+    spec: Obj,
+    used: list[LegacyRequest],
+    hami: DeviceFilter,
+    catalog: Catalog,
+    warnings: list[Finding],
+) -> list[str] | None:
+    """The pod's node terms that pick GPUs the device plugin shares, once its requests can
+    become claims here: HAMi's selectors only on whole GPUs, shared GPUs only for mappings
+    that keep them shared, consumable capacity its drivers publish, every DeviceClass there.
+    None when the pod is left."""
     if hami.selectors and (others := sorted({lg.resource for lg in used if not _whole(lg)})):
         warnings.append(Finding(Code.HAMI_NOT_WHOLE, resources=", ".join(others)))
         return None
@@ -227,16 +285,23 @@ def _plan(
     if missing := sorted({lg.mapping.device_class for lg in used} - catalog.classes.keys()):
         warnings.append(Finding(Code.NO_DEVICE_CLASS, classes=", ".join(missing)))
         return None
+    return shared
 
+
+def _selection(
+    spec: Obj, asked: _Requests, policy: Policy, warnings: list[Finding]
+) -> NodeSelection | None:
+    """The pod's GFD node terms as device selectors; None when a term is invalid, or names a
+    watched label that cannot be translated (the pod is left)."""
     # Node terms are read for every pod with a mapped request: one that asks only for zero
     # devices keeps its node terms as they are, but a label it cannot translate leaves it too.
-    asking = used or [lg for _, found in legacy.values() for lg in found]
+    asking = asked.used or [lg for _, found in asked.legacy.values() for lg in found]
     selection = select_devices(
         spec,
         sorted({lg.mapping.node_labels for lg in asking}),
-        policy.keep_node_selectors,
-        policy.watches,
-        single is not None,
+        keep_node_terms=policy.keep_node_selectors,
+        watched=policy.watches,
+        slice_memory=asked.mig_single,
     )
     if selection.invalid:
         warnings.append(Finding(Code.INVALID_NODE_TERM, problem=selection.invalid[0]))
@@ -245,19 +310,7 @@ def _plan(
         they = "it" if len(terms) == 1 else "they"
         warnings.append(Finding(Code.NODE_LABEL, terms="; ".join(terms), they=they))
         return None
-    if not used:
-        return _Plan(legacy, used, NO_SELECTION, hami.selectors, False)
-    found = [(field, c, lgs) for (field, _), (c, lgs) in legacy.items()]
-    # What the in-tree path cannot give: device selectors from GFD node terms, a MIG slice
-    # for a single-strategy nvidia.com/gpu, the driver's sharing config, and the selectors
-    # of HAMi's annotations (it reads no annotation).
-    adds = any(selection.selectors.values()) or single is not None or bool(shared)
-    adds = adds or bool(hami.selectors) or any(lg.shared or lg.memory for lg in used)
-    if native := defer_reason(found, adds, catalog):
-        return native
-    if not _has_room(spec, used, policy, catalog, warnings):
-        return None
-    return _Plan(legacy, used, selection, hami.selectors, bool(shared))
+    return selection
 
 
 def _has_room(

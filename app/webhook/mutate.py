@@ -64,7 +64,7 @@ class Prepared:
     # What the patch does, in words: audit mode's; worked out once, when first asked for.
     summary: Callable[[], str]
     uses: tuple[Use, ...] = ()  # (legacy resource, DeviceClass) the patch moves to DRA
-    in_tree: str = ""  # why the in-tree extended-resource path serves it instead
+    in_tree: str | None = None  # why the in-tree extended-resource path serves it instead
     record_size: int = 0  # bytes the record adds to the pod's annotations
     # the patch without the record, for a pod whose annotations have no room for it
     unrecorded: Callable[[], str] = str
