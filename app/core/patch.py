@@ -71,7 +71,7 @@ def record_ops(value: str, annotated: bool) -> list[Obj]:
 def annotations_size(annotations: dict[str, Any]) -> int:
     """Bytes the API server counts against ANNOTATIONS_LIMIT (as it does: keys and values)."""
     size = 0
-    for k, v in annotations.items():  # a loop: sum() of a generator costs twice as much
+    for k, v in annotations.items():  # not sum(): every pod pays it (docs/performance.md)
         if isinstance(v, str):
             size += len(k) + len(v)
     if size * 4 < ANNOTATIONS_LIMIT:  # no UTF-8 character is over 4 bytes: surely fits

@@ -51,7 +51,7 @@ def asks_extended_resources(spec: Obj) -> bool:
             for key in ("limits", "requests"):
                 amounts = resources.get(key)
                 if isinstance(amounts, dict):
-                    for name in amounts:  # a loop: any() of a generator costs twice as much
+                    for name in amounts:  # not any(): every pod pays it (docs/performance.md)
                         if isinstance(name, str) and "/" in name:
                             return True
     return False

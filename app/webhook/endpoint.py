@@ -136,8 +136,9 @@ class Admission:
         for code in verdict.codes:
             self.outcomes[code] += 1
         # Notable answers at info; a routine patch or allow (the metrics count those, and the
-        # API server's audit log records every patch) at debug, so its cost is only paid when
-        # asked for: building a log record is a third of a remembered pod's answer.
+        # API server's audit log records every patch) at debug, so that building its record, a
+        # large part of a remembered pod's answer (docs/performance.md), is paid only when
+        # asked for.
         routine = verdict.result in ("patched", "allowed") and "warnings" not in verdict.response
         level = logging.DEBUG if routine else logging.INFO
         if log.isEnabledFor(level):

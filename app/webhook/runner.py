@@ -92,9 +92,9 @@ def serve(settings: Settings, listen: Listen) -> None:
     )
     config.load()
     # A thread that holds the GIL (a large /translate, a watch decoding a big list) keeps the
-    # event loop, and every admission, waiting up to the switch interval at each handoff:
-    # 1 ms, not 5, brought a /healthz answered during a 6 MB /translate from 0.15-0.3 s to
-    # 0.01-0.12 s. An uncontended GIL is never switched: the admission path pays nothing.
+    # event loop, and every admission, waiting up to the switch interval at each handoff: 1 ms,
+    # not Python's 5 (what that saves: docs/performance.md). An uncontended GIL is never
+    # switched: the admission path pays nothing.
     sys.setswitchinterval(0.001)
     assert config.ssl is not None
     app.state.metrics.count_handshakes(config.ssl)
