@@ -27,7 +27,7 @@ MAX_ALIASES = 100  # real manifests use a few anchors; "billion laughs" bombs us
 # Nodes aliases may add to a stream beyond its own size: even 100 aliases, each doubling the
 # one before, would stand for 2**100 nodes.
 MAX_ALIAS_NODES = 100_000
-# Deeper documents are refused (manifests.py says where); PyYAML's pure-Python scanner, which
+# Deeper documents are refused (documents.py says which); PyYAML's pure-Python scanner, which
 # streams with anchors need, is quadratic in the nesting: 1,000 brackets took seconds.
 MAX_DEPTH = 64
 
@@ -186,7 +186,7 @@ def _check_nesting(text: str) -> None:
     for event in yaml.parse(text, Loader=_CParser):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
-            if depth > MAX_DEPTH + 1:  # one more than manifests.py allows, so it says where
+            if depth > MAX_DEPTH + 1:  # one more than podspecs.py walks, so documents.py says which
                 raise TooComplex(f"nested deeper than {MAX_DEPTH} levels")
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
