@@ -31,7 +31,8 @@ from tests.support.cluster import (
     wait_for_pod_scheduled,
 )
 from tests.support.controlplane import REPO_ROOT, ControlPlane, find_bin_dir
-from tests.support.webhook import Webhook, running_webhook
+from tests.support.failure_logs import copy_logs, failure_dir
+from tests.support.webhook import WEBHOOK_LOG, Webhook, running_webhook
 
 pytestmark = pytest.mark.every_release
 
@@ -56,16 +57,24 @@ class Plane:
 
 
 @pytest.fixture(scope="module")
-def with_plugin(release: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+def with_plugin(
+    request: pytest.FixtureRequest, release: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Plane]:
     work = tmp_path_factory.mktemp(f"plugin-plane-{release}")
     plane = ControlPlane(find_bin_dir() / release, work / "plane", apiserver_args=[PLUGIN])
-    with plane:
-        api = plane.api_client()
-        try:
-            for hook in running_webhook(plane, api, work / "gpu2dra"):
-                yield Plane(plane, api, hook)
-        finally:
-            api.close()
+    failed_before = request.session.testsfailed
+    try:
+        with plane:
+            api = plane.api_client()
+            try:
+                for hook in running_webhook(plane, api, work / "gpu2dra"):
+                    yield Plane(plane, api, hook)
+            finally:
+                api.close()
+    finally:
+        if request.session.testsfailed > failed_before:  # its logs, as the shared plane's
+            dest = failure_dir(request.config, release, "plane-with-ExtendedResourceToleration")
+            copy_logs(plane.log_dir, {"test_tolerations": work / "gpu2dra" / WEBHOOK_LOG}, dest)
 
 
 def translated_offline(pod: Obj, namespace: str) -> tuple[list[Obj], list[str]]:
