@@ -322,14 +322,23 @@ def gke(nodes: Iterable[Obj]) -> Autoscaler | None:
     return Autoscaler("gke", None, True, why, where="pool " + ", ".join(pools))
 
 
+def of(deployment: Obj) -> Autoscaler | None:
+    """The autoscaler a Deployment runs; None when it runs none (what a watch cache keeps)."""
+    if is_karpenter(deployment):
+        return karpenter(deployment)
+    if is_cluster_autoscaler(deployment):
+        return cluster_autoscaler(deployment)
+    return None
+
+
+def ordered(found: Iterable[Autoscaler]) -> tuple[Autoscaler, ...]:
+    """Each once, in a stable order (the same set makes the same catalog)."""
+    return tuple(sorted(set(found), key=lambda a: (a.kind, a.where)))
+
+
 def read(deployments: Iterable[Obj], nodes: Iterable[Obj] = ()) -> tuple[Autoscaler, ...]:
     """Every node autoscaler the Deployments and nodes show, each once, in a stable order."""
-    found: list[Autoscaler] = []
-    for deployment in deployments:
-        if is_karpenter(deployment):
-            found.append(karpenter(deployment))
-        elif is_cluster_autoscaler(deployment):
-            found.append(cluster_autoscaler(deployment))
+    found = [a for a in map(of, deployments) if a is not None]
     if (google := gke(nodes)) is not None:
         found.append(google)
-    return tuple(sorted(found, key=lambda a: (a.kind, a.where)))
+    return ordered(found)

@@ -75,8 +75,8 @@ def _autoscaling(catalog: Catalog) -> str:
     """What the warning says of the node autoscalers: each, with why it cannot add DRA nodes."""
     if not catalog.autoscalers:
         return (
-            "no node autoscaler was found that adds nodes for claims (a Cluster Autoscaler with "
-            "the clusterapi provider, or a GKE node pool labelled "
+            "no node autoscaler found (one that can: a Cluster Autoscaler with the clusterapi "
+            "provider, 1.37.0 or later, or a GKE node pool labelled "
             "cloud.google.com/gke-nvidia-gpu-dra-driver=true)"
         )
     return "; ".join(a.said for a in catalog.autoscalers)

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.core.autoscalers import Autoscaler
 
@@ -92,6 +92,22 @@ def slice_driver(obj: Mapping[str, Any]) -> str:
 
 Sharing = tuple[str, frozenset[str]]  # one ResourceSlice: its driver, its shared capacities
 NOT_SHARED: Sharing = ("", frozenset())
+
+
+class SliceFacts(NamedTuple):
+    """What the catalog keeps of one ResourceSlice."""
+
+    sharing: Sharing
+    publishes: str  # its driver when it publishes a device (slice_driver); "" when none
+
+
+def slice_facts(obj: Mapping[str, Any]) -> SliceFacts:
+    return SliceFacts(slice_sharing(obj), slice_driver(obj))
+
+
+def published_by(slices: Iterable[SliceFacts]) -> frozenset[str]:
+    """The drivers that publish a device in some slice."""
+    return frozenset(s.publishes for s in slices if s.publishes)
 
 
 def slice_sharing(obj: Mapping[str, Any]) -> Sharing:

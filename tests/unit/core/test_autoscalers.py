@@ -9,7 +9,14 @@ import pytest
 
 from app.core import autoscalers
 from app.core.autoscalers import NodeGroup
-from app.core.catalog import Catalog, class_drivers, slice_driver
+from app.core.catalog import (
+    Catalog,
+    SliceFacts,
+    class_drivers,
+    published_by,
+    slice_driver,
+    slice_facts,
+)
 
 Obj = dict[str, Any]
 
@@ -146,3 +153,18 @@ def test_a_class_names_its_drivers() -> None:
     assert slice_driver(empty) == "" and slice_driver({"spec": {}}) == ""
     one = {"spec": {"driver": "gpu.nvidia.com", "devices": [{"name": "gpu-0"}]}}
     assert slice_driver(one) == "gpu.nvidia.com"
+
+
+def test_what_a_watch_cache_keeps() -> None:
+    """Of a Deployment, its autoscaler or None; of a slice, its sharing and whether its driver
+    publishes a device; the autoscalers in one order, each once, whatever the watch's."""
+    assert autoscalers.of(deployment("web", "nginx:1.27.0")) is None
+    karpenter = autoscalers.of(deployment("karpenter", KARPENTER))
+    ca = autoscalers.of(deployment("ca", CA, "--cloud-provider=clusterapi"))
+    assert karpenter is not None and ca is not None
+    assert autoscalers.ordered([karpenter, ca, karpenter]) == (ca, karpenter)
+    one = {"spec": {"driver": "gpu.nvidia.com", "devices": [{"name": "gpu-0"}]}}
+    empty = {"spec": {"driver": "dra.example.com", "devices": []}}
+    facts = [slice_facts(one), slice_facts(empty)]
+    assert facts[0] == SliceFacts(("", frozenset()), "gpu.nvidia.com")
+    assert published_by(facts) == {"gpu.nvidia.com"}

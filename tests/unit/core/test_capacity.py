@@ -73,7 +73,10 @@ def test_no_device_and_no_autoscaler_leaves_the_pod(policy: Policy) -> None:
     )
     assert said.endswith("or set translate to move such pods)")
     bare = translate(POD, policy, live(frozenset()))
-    assert "no node autoscaler was found that adds nodes for claims" in bare.warnings[0]
+    assert (
+        "and no node autoscaler can add one: no node autoscaler found (one that can: a "
+        in bare.warnings[0]
+    )
 
 
 def test_devices_or_an_able_autoscaler_translate_as_before(policy: Policy) -> None:
