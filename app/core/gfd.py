@@ -111,60 +111,72 @@ def select_devices(
     side only when every kind could express it (a MIG device has no whole-GPU memory, but on
     a MIG single-strategy node, `slice_memory`, gpu.memory is the MIG device's). A term on a
     `watched` label that is not translated is named in `untranslated`."""
-    selectors: dict[NodeLabels, list[str]] = {k: [] for k in _ALL_KINDS}
-    untranslated: list[str] = []
-    invalid: list[str] = []
+    found = _Terms(kinds, watched, slice_memory)
     changes: dict[str, Any] = {}
-
-    def take(req: Requirement) -> bool:
-        key, op, values = req
-        if bad := [v for v in values if not is_label_value(v)]:
-            invalid.append(f"node label {key}: {bad[0]!r} is not a valid label value")
-            return False
-        if op in ("Exists", "DoesNotExist") and values:
-            invalid.append(f"node label {key}: operator {op} takes no values")
-            return False
-        cels = {k: requirement_cel(key, op, values, k, slice_memory) for k in kinds}
-        if any(c is None for c in cels.values()):
-            return False
-        for k, cel in cels.items():
-            if cel:
-                selectors[k].append(cel)
-        return True
-
-    def settle(req: Requirement) -> bool:
-        """Whether the requirement became device selectors; if not, and its label is
-        watched, it is named."""
-        if is_gfd_label(req[0]) and take(req):
-            return True
-        if watched(req[0]):
-            untranslated.append(_term(req))
-        return False
-
-    def settle_entry(key: str, value: Any) -> bool:
-        if isinstance(value, str):
-            return settle((key, "In", [value]))
-        if watched(key):
-            untranslated.append(f"{key} (a value that is not a string)")
-        return False
-
     node_selector = spec.get("nodeSelector")
     if isinstance(node_selector, dict) and any(
         is_gfd_label(k) or watched(k) for k in node_selector
     ):
-        kept = {k: v for k, v in node_selector.items() if not settle_entry(k, v)}
+        kept = {k: v for k, v in node_selector.items() if not found.settle_entry(k, v)}
         if len(kept) != len(node_selector) and not keep_node_terms:
             changes["nodeSelector"] = kept or REMOVE
 
-    affinity = _translate_affinity(spec.get("affinity"), settle, watched, untranslated)
+    affinity = _translate_affinity(spec.get("affinity"), found.settle, watched, found.untranslated)
     if affinity is not None and not keep_node_terms:
         changes["affinity"] = affinity
     return NodeSelection(
-        selectors={k: tuple(v) for k, v in selectors.items()},
+        selectors={k: tuple(v) for k, v in found.selectors.items()},
         spec_changes=changes,
-        untranslated=tuple(untranslated),
-        invalid=tuple(invalid),
+        untranslated=tuple(found.untranslated),
+        invalid=tuple(found.invalid),
     )
+
+
+class _Terms:
+    """What select_devices gathers from a pod's node terms, one requirement at a time: the
+    device selectors of each kind, the watched terms it could not translate, the invalid."""
+
+    def __init__(
+        self, kinds: Sequence[NodeLabels], watched: Callable[[str], bool], slice_memory: bool
+    ) -> None:
+        self.kinds, self.watched, self.slice_memory = kinds, watched, slice_memory
+        self.selectors: dict[NodeLabels, list[str]] = {k: [] for k in _ALL_KINDS}
+        self.untranslated: list[str] = []
+        self.invalid: list[str] = []
+
+    def take(self, req: Requirement) -> bool:
+        """Whether every kind could express the requirement; if so, its selectors are kept."""
+        key, op, values = req
+        if bad := [v for v in values if not is_label_value(v)]:
+            self.invalid.append(f"node label {key}: {bad[0]!r} is not a valid label value")
+            return False
+        if op in ("Exists", "DoesNotExist") and values:
+            self.invalid.append(f"node label {key}: operator {op} takes no values")
+            return False
+        cels = {k: requirement_cel(key, op, values, k, self.slice_memory) for k in self.kinds}
+        if any(c is None for c in cels.values()):
+            return False
+        for k, cel in cels.items():
+            if cel:
+                self.selectors[k].append(cel)
+        return True
+
+    def settle(self, req: Requirement) -> bool:
+        """Whether the requirement became device selectors; if not, and its label is
+        watched, it is named."""
+        if is_gfd_label(req[0]) and self.take(req):
+            return True
+        if self.watched(req[0]):
+            self.untranslated.append(_term(req))
+        return False
+
+    def settle_entry(self, key: str, value: Any) -> bool:
+        """settle() for a nodeSelector entry."""
+        if isinstance(value, str):
+            return self.settle((key, "In", [value]))
+        if self.watched(key):
+            self.untranslated.append(f"{key} (a value that is not a string)")
+        return False
 
 
 def _translate_affinity(
