@@ -24,12 +24,12 @@ from app.core.patch import RECORD_ANNOTATION
 from app.core.policy import DEFAULT_POLICY_YAML, load_policy, parse_policy
 from app.core.templates import TEMPLATE_PREFIX
 from app.exporter.gpuinfo import EXTENDED_CLAIM
-from tests.chart import k8s_schema
 from tests.chart.render import CI_VALUES, render_setup, setup_values
 from tests.support.crds import ValidationError, is_custom, validate_custom
 from tests.support.rbac import GRANTED
 from tests.support.validation import K8S_VERSIONS
 from tests.support.webhook import CHART, of_kind, render_chart
+from tools import k8s_schema
 
 Obj = dict[str, Any]
 Crds = dict[tuple[str, str], Obj]
@@ -56,7 +56,7 @@ def test_values_schema_is_closed_and_follows_the_newest_kubernetes() -> None:
     assert open_objects(schema) == ["/properties/global"]
     assert "subchart" in schema["properties"]["global"]["description"]
     expected = k8s_schema.regenerated(json.loads(k8s_schema.SCHEMA_FILE.read_text()))
-    assert schema == expected, "run python -m tests.chart.k8s_schema"
+    assert schema == expected, "run python -m tools.k8s_schema"
 
 
 TYPOS = {
