@@ -332,44 +332,65 @@ def _has_room(
 def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Finding]) -> Translation:
     """The pod spec with a claim per request (an init container reusing its app containers'
     where they cover it) and the templates the claims are made from."""
-    legacy, selection = plan.legacy, plan.selection
-
-    def device_request(lg: LegacyRequest) -> DeviceRequest:
-        node: tuple[str, ...] = selection.selectors.get(lg.mapping.node_labels, ())
-        if _whole(lg):
-            node += plan.hami
-        config = ""
-        if (plan.shared or lg.shared) and lg.mapping.sharing:
-            kind = "MigDeviceConfig" if lg.mapping.node_labels == "mig" else "GpuConfig"
-            config = sharing_config(kind, lg.mapping.sharing)
-        taken = consumable.capacity(lg, plan.shared)
-        return DeviceRequest(
-            request_name(lg.resource),
-            lg.mapping.device_class,
-            lg.devices,
-            lg.selectors + node + taken.selectors,
-            config,
-            taken.requests,
-        )
-
     shared = [lg for lg in plan.used if (plan.shared or lg.shared) and lg.mapping.sharing]
     if sharing := sorted({lg.mapping.sharing for lg in shared}):
         warnings.append(_sharing_note(sharing))
     if note := consumable.note(plan.used, plan.shared):
         warnings.append(note)
+    claims = _claims(spec, plan, pod_claims, warnings)
+    new_spec, touched = _rewritten(spec, plan, pod_claims, claims)
+    templates = {c.template_name: c.template for c in claims.made}
+    return Translation(
+        new_spec,
+        tuple(templates.values()),
+        tuple(dict.fromkeys(warnings)),
+        tuple(touched),
+        uses=tuple(sorted({(c.resource, c.device_class) for c in claims.made})),
+        capacities=consumable.capacities(plan.used),
+    )
 
+
+def _device_request(lg: LegacyRequest, plan: _Plan) -> DeviceRequest:
+    """What one legacy request becomes: its class, count, selectors (its own, the node
+    terms', HAMi's for whole GPUs, the capacity it takes) and the driver's sharing config."""
+    node: tuple[str, ...] = plan.selection.selectors.get(lg.mapping.node_labels, ())
+    if _whole(lg):
+        node += plan.hami
+    config = ""
+    if (plan.shared or lg.shared) and lg.mapping.sharing:
+        kind = "MigDeviceConfig" if lg.mapping.node_labels == "mig" else "GpuConfig"
+        config = sharing_config(kind, lg.mapping.sharing)
+    taken = consumable.capacity(lg, plan.shared)
+    return DeviceRequest(
+        request_name(lg.resource),
+        lg.mapping.device_class,
+        lg.devices,
+        lg.selectors + node + taken.selectors,
+        config,
+        taken.requests,
+    )
+
+
+class _Claims(NamedTuple):
+    made: list[Claim]  # the claims added to the pod, in order
+    of: dict[tuple[str, int], list[str]]  # (field, index) -> the claims its container names
+
+
+def _claims(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Finding]) -> _Claims:
+    """A claim per request, named apart from the pod's own; a regular init container reuses
+    app containers' claims of its shape where they cover its devices."""
     taken = _claim_names_in_use(spec, pod_claims)
     salts: dict[str, int] = {}
     new_claims: list[Claim] = []
     app_claims: dict[Shape, dict[int, list[Claim]]] = {}
     claims_of: dict[tuple[str, int], list[str]] = {}
     own_init: dict[str, list[str]] = {}  # resource -> init containers with claims of their own
-    for (field, index), (container, found) in legacy.items():
+    for (field, index), (container, found) in plan.legacy.items():
         names = claims_of.setdefault((field, index), [])
         for lg in found:
             if not lg.devices:
                 continue
-            req = device_request(lg)
+            req = _device_request(lg, plan)
             shape = (lg.resource, req.device_class, req.selectors, req.config, req.capacity)
             if is_regular_init(field, container):
                 # `names`: each device of the container counts once
@@ -387,42 +408,40 @@ def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findi
         if names and _reads_visible_devices(container):
             who = container_label(field, container)
             warnings.append(Finding(Code.VISIBLE_DEVICES, who=who))
-
     if own_init:
-        warnings.extend(more_devices(legacy, new_claims, own_init))
+        warnings.extend(more_devices(plan.legacy, new_claims, own_init))
+    return _Claims(new_claims, claims_of)
 
+
+def _rewritten(
+    spec: Obj, plan: _Plan, pod_claims: list[Any], claims: _Claims
+) -> tuple[Obj, list[Path]]:
+    """The new pod spec (the input's untouched subtrees shared) and where it changed: the
+    containers' resources, the pod's claims, the node terms that became device selectors."""
     new_spec = dict(spec)
     touched: list[Path] = []
     for field in ("initContainers", "containers"):
-        changed = [(i, c, f) for (fld, i), (c, f) in legacy.items() if fld == field]
+        changed = [(i, c, f) for (fld, i), (c, f) in plan.legacy.items() if fld == field]
         if not changed:
             continue
         items = list(spec[field])
         for index, container, found in changed:
-            items[index] = _rewrite(container, found, claims_of[field, index])
+            items[index] = _rewrite(container, found, claims.of[field, index])
             touched.append((field, index, "resources"))
         new_spec[field] = items
-    if new_claims:
+    if claims.made:
         new_spec["resourceClaims"] = [
             *pod_claims,
-            *({"name": c.name, "resourceClaimTemplateName": c.template_name} for c in new_claims),
+            *({"name": c.name, "resourceClaimTemplateName": c.template_name} for c in claims.made),
         ]
         touched.append(("resourceClaims",))
-    for key, value in selection.spec_changes.items():
+    for key, value in plan.selection.spec_changes.items():
         if value is REMOVE:
             new_spec.pop(key, None)
         else:
             new_spec[key] = value
         touched.append((key,))
-    templates = {c.template_name: c.template for c in new_claims}
-    return Translation(
-        new_spec,
-        tuple(templates.values()),
-        tuple(dict.fromkeys(warnings)),
-        tuple(touched),
-        uses=tuple(sorted({(c.resource, c.device_class) for c in new_claims})),
-        capacities=consumable.capacities(plan.used),
-    )
+    return new_spec, touched
 
 
 def _whole(lg: LegacyRequest) -> bool:
