@@ -5,37 +5,59 @@ app/core/kueue.py, which admission reads the same way)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from app.core import kueue
+from app.core.kube import Obj
 from app.core.policy import Policy
 from app.diagnose.doctor.checks.cluster import mapped_classes
 from app.diagnose.doctor.checks.verdict import Verdict, unreadable
 from app.diagnose.doctor.facts import Facts
 from app.readers.client import ReadError
 
+_WHERE = f"ConfigMap {kueue.NAMESPACE}/{kueue.CONFIG}"
+_MANAGER = f"Deployment {kueue.NAMESPACE}/{kueue.DEPLOYMENT}"
+
 
 def check_kueue(facts: Facts, policy: Policy) -> Verdict:
     """FAIL where pods gpu2dra translates escape a ClusterQueue or are held for good; WARN
     where a shape of them would be refused."""
+    read = _read(facts)
+    return read if isinstance(read, Verdict) else _counts(read, policy)
+
+
+class _Read(NamedTuple):
+    config: Obj  # Kueue's Configuration
+    deployment: Obj
+    at: tuple[int, int]  # its version
+
+
+def _read(facts: Facts) -> _Read | Verdict:
+    """Kueue's Configuration, Deployment and version; the Verdict when Kueue is not
+    installed, or they cannot be read or told."""
     configmap, deployment = facts.kueue, facts.kueue_manager
-    where = f"ConfigMap {kueue.NAMESPACE}/{kueue.CONFIG}"
     if configmap is None and deployment is None:
-        return Verdict("PASS", f"Kueue not installed (no {where})")
+        return Verdict("PASS", f"Kueue not installed (no {_WHERE})")
     for read in (configmap, deployment):
         if isinstance(read, ReadError):
             return unreadable(read)
-    manager = f"Deployment {kueue.NAMESPACE}/{kueue.DEPLOYMENT}"
     if not isinstance(configmap, dict) or (config := kueue.configuration(configmap)) is None:
         absent = "is missing" if configmap is None else "holds no Kueue Configuration"
-        return Verdict("WARN", f"{where} {absent}", "check Kueue's install")
+        return Verdict("WARN", f"{_WHERE} {absent}", "check Kueue's install")
     if not isinstance(deployment, dict) or (at := kueue.version(deployment)) is None:
         return Verdict(
             "WARN",
-            f"cannot tell Kueue's version (no {manager} with an image tag vX.Y): whether it "
+            f"cannot tell Kueue's version (no {_MANAGER} with an image tag vX.Y): whether it "
             "counts the DRA claims of the pods gpu2dra translates depends on it",
             "run Kueue from its release image, or check its DRA gate and deviceClassMappings "
             "by hand (docs/concepts/quota.md#kueue)",
         )
+    return _Read(config, deployment, at)
+
+
+def _counts(read: _Read, policy: Policy) -> Verdict:
+    """Whether this Kueue counts the claims of the pods gpu2dra translates."""
+    config, deployment, at = read
     shown = f"Kueue v{at[0]}.{at[1]}"
     based = kueue.pod_based(config)
     if not based:
@@ -74,7 +96,7 @@ def check_kueue(facts: Facts, policy: Policy) -> Verdict:
             f"{shown} counts DRA claims and its resources.deviceClassMappings has no entry for "
             f"{', '.join(missing)}: pods of {integrations} that gpu2dra translates are "
             'inadmissible for good ("DeviceClass ... is not mapped", on their Workloads)',
-            f"add to {kueue.CONFIG_KEY} in {where}: resources: "
+            f"add to {kueue.CONFIG_KEY} in {_WHERE}: resources: "
             f"{{deviceClassMappings: [{example}]}}, give the name a nominalQuota in the "
             f"ClusterQueues, and {restart}",
         )
