@@ -48,6 +48,25 @@ def _serves_legacy_gpus(nodes: Listed, policy: Policy) -> bool | None:
     return False
 
 
+def _gpu_pods_by_class(
+    pods: list[Obj], translating: set[str], preempting: dict[str, int], policy: Policy
+) -> dict[str, list[str]]:
+    """Preempting class -> its GPU pods (namespace/name) in the namespaces gpu2dra
+    translates in, that may preempt."""
+    used: dict[str, list[str]] = defaultdict(list)
+    for pod in pods:
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        cls = spec.get("priorityClassName")
+        if (
+            meta.get("namespace") in translating
+            and cls in preempting
+            and spec.get("preemptionPolicy") != "Never"
+            and _is_gpu_pod(pod, policy)
+        ):
+            used[cls].append(f"{meta.get('namespace')}/{meta.get('name')}")
+    return used
+
+
 def check_preemption(facts: Facts, policy: Policy) -> Verdict:
     namespaces, classes, pods = facts.namespaces, facts.priority_classes, facts.pods
     for listed in (namespaces, classes, pods):
@@ -61,17 +80,7 @@ def check_preemption(facts: Facts, policy: Policy) -> Verdict:
         if namespace_mode(ns, policy) not in (NEVER_CHANGED, "disabled")
     }
     preempting = _preempting(classes)
-    used: dict[str, list[str]] = defaultdict(list)
-    for pod in pods:
-        meta, spec = pod["metadata"], pod.get("spec") or {}
-        cls = spec.get("priorityClassName")
-        if (
-            meta.get("namespace") in translating
-            and cls in preempting
-            and spec.get("preemptionPolicy") != "Never"
-            and _is_gpu_pod(pod, policy)
-        ):
-            used[cls].append(f"{meta.get('namespace')}/{meta.get('name')}")
+    used = _gpu_pods_by_class(pods, translating, preempting, policy)
     if not used:
         return Verdict(
             "PASS",
