@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping as AnyMapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 import yaml
 
@@ -30,6 +30,8 @@ MODE_LABEL = "gpu2dra.io/migration"
 WATCHED_DOMAINS = frozenset({"nvidia.com", "hami.io"})
 SKIP_ANNOTATION = "gpu2dra.io/skip"
 MODES: tuple[Mode, ...] = get_args(Mode)
+ON_ERRORS: tuple[OnError, ...] = get_args(OnError)
+LEAVE_OR_TRANSLATE: tuple[LeaveOrTranslate, ...] = get_args(LeaveOrTranslate)
 
 DEFAULT_POLICY_YAML = """\
 # Namespaces without the gpu2dra.io/migration label get this mode: migration is opt-in.
@@ -235,10 +237,16 @@ def _expect(cond: bool, where: str, what: str) -> None:
         raise PolicyError(f"{where}: {what}")
 
 
-def _choice(raw: AnyMapping[str, Any], key: str, choices: tuple[str, ...]) -> str:
+Choice = TypeVar("Choice", bound=str)
+
+
+def _choice(raw: AnyMapping[str, Any], key: str, choices: tuple[Choice, ...]) -> Choice:
+    """raw[key], else its default, as the one of `choices` it is."""
     value = raw.get(key, DEFAULT[key])
-    _expect(value in choices, key, f"must be one of {', '.join(choices)}, not {value!r}")
-    return str(value)
+    for choice in choices:
+        if value == choice:
+            return choice
+    raise PolicyError(f"{key}: must be one of {', '.join(choices)}, not {value!r}")
 
 
 def _mapping(resource: Any, raw: Any) -> ResourceMapping:
@@ -391,16 +399,16 @@ def parse_policy(raw: Any) -> Policy:
     parsed = tuple(_mapping(k, v) for k, v in mappings.items())
     found = Policy(
         mappings=parsed,
-        default_mode=_choice(raw, "defaultMode", MODES),  # type: ignore[arg-type]
-        on_error=_choice(raw, "onError", get_args(OnError)),  # type: ignore[arg-type]
+        default_mode=_choice(raw, "defaultMode", MODES),
+        on_error=_choice(raw, "onError", ON_ERRORS),
         keep_node_selectors=keep,
         skip_namespaces=frozenset(skip),
         device_classes=tuple(classes),
         mig_single=_mig_single(raw.get("migSingle", DEFAULT["migSingle"]), parsed),
-        preempting_pods=_choice(raw, "preemptingPods", get_args(LeaveOrTranslate)),  # type: ignore[arg-type]
-        kueue_pods=_choice(raw, "kueuePods", get_args(LeaveOrTranslate)),  # type: ignore[arg-type]
-        no_dra_capacity=_choice(raw, "noDraCapacity", get_args(LeaveOrTranslate)),  # type: ignore[arg-type]
-        cloud_pools=_choice(raw, "cloudPools", get_args(LeaveOrTranslate)),  # type: ignore[arg-type]
+        preempting_pods=_choice(raw, "preemptingPods", LEAVE_OR_TRANSLATE),
+        kueue_pods=_choice(raw, "kueuePods", LEAVE_OR_TRANSLATE),
+        no_dra_capacity=_choice(raw, "noDraCapacity", LEAVE_OR_TRANSLATE),
+        cloud_pools=_choice(raw, "cloudPools", LEAVE_OR_TRANSLATE),
         dra_schedulers=_dra_schedulers(raw.get("draSchedulers", DEFAULT["draSchedulers"])),
         ignore_keys=_ignore_keys(raw.get("ignoreKeys", DEFAULT["ignoreKeys"])),
     )
