@@ -24,6 +24,7 @@ from kubernetes import client
 from tests.support.cluster import (
     create_gpu_node,
     create_namespace,
+    delete_namespace,
     gpu_pod,
     read_pod,
     wait_for,
@@ -47,13 +48,21 @@ class Plane:
 
     def __init__(self, plane: ControlPlane, api: client.ApiClient, hook: Webhook) -> None:
         self.plane, self.api, self.hook = plane, api, hook
+        self.namespaces: list[str] = []
 
     def namespace(self, mode: str | None = None) -> str:
         name = create_namespace(self.api, "tolerations-")
+        self.namespaces.append(name)
         wait_for_default_service_account(self.api, name)
         if mode is not None:
             self.hook.set_mode(self.api, name, mode)
         return name
+
+    def forget(self) -> None:
+        """Delete the namespaces a test made, their pods at once: a pod left Pending would
+        take the GPU of the next test's node."""
+        while self.namespaces:
+            delete_namespace(self.api, self.namespaces.pop())
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +84,12 @@ def with_plugin(
         if request.session.testsfailed > failed_before:  # its logs, as the shared plane's
             dest = failure_dir(request.config, release, "plane-with-ExtendedResourceToleration")
             copy_logs(plane.log_dir, {"test_tolerations": work / "gpu2dra" / WEBHOOK_LOG}, dest)
+
+
+@pytest.fixture(autouse=True)
+def _forget_namespaces(with_plugin: Plane) -> Iterator[None]:
+    yield
+    with_plugin.forget()
 
 
 def translated_offline(pod: Obj, namespace: str) -> tuple[list[Obj], list[str]]:
