@@ -106,6 +106,7 @@ def with_memory(
     who: str,
     container: Obj,
     found: list[LegacyRequest],
+    *,
     unmapped: list[tuple[str, str]],
     warn: list[Finding],
 ) -> list[LegacyRequest] | None:

@@ -153,7 +153,8 @@ class _Terms:
         if op in ("Exists", "DoesNotExist") and values:
             self.invalid.append(f"node label {key}: operator {op} takes no values")
             return False
-        cels = {k: requirement_cel(key, op, values, k, self.slice_memory) for k in self.kinds}
+        memory = self.slice_memory
+        cels = {k: requirement_cel(key, op, values, k, slice_memory=memory) for k in self.kinds}
         if any(c is None for c in cels.values()):
             return False
         for k, cel in cels.items():

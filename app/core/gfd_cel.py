@@ -159,7 +159,7 @@ Cel = str | None
 
 
 def requirement_cel(
-    key: str, op: str, values: Sequence[str], kind: NodeLabels, slice_memory: bool = False
+    key: str, op: str, values: Sequence[str], kind: NodeLabels, *, slice_memory: bool = False
 ) -> Cel:
     """The CEL selector that asks of a `kind` device what the requirement asks of its node.
     `slice_memory`: the pod selects MIG single-strategy nodes, whose gpu.memory is the MIG
@@ -167,10 +167,12 @@ def requirement_cel(
     # Pods of one workload repeat the same few node terms: each is turned into CEL once
     # (long value lists are not kept, so the cache stays small).
     convert = _cached_cel if len(values) <= 16 else _cel
-    return convert(key, op, tuple(values), kind, slice_memory)
+    return convert(key, op, tuple(values), kind, slice_memory=slice_memory)
 
 
-def _cel(key: str, op: str, values: tuple[str, ...], kind: NodeLabels, slice_memory: bool) -> Cel:
+def _cel(
+    key: str, op: str, values: tuple[str, ...], kind: NodeLabels, *, slice_memory: bool
+) -> Cel:
     if kind == "none":
         return None
     if key in (REPLICAS, SHARING_STRATEGY):

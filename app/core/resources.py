@@ -144,6 +144,7 @@ def legacy_requests(
     field: str,
     container: Obj,
     policy: Policy,
+    *,
     warn: list[Finding],
     unmapped: list[tuple[str, str]],
 ) -> list[LegacyRequest] | None:
@@ -197,7 +198,15 @@ def legacy_requests(
         if count > MAX_DEVICES_PER_CLAIM:
             say(Code.TOO_MANY_DEVICES, count=count, most=MAX_DEVICES_PER_CLAIM)
             return None
-        found.append(LegacyRequest(resource, count, mapping, selectors, shared))
+        found.append(
+            LegacyRequest(
+                resource=resource,
+                devices=count,
+                mapping=mapping,
+                selectors=selectors,
+                shared=shared,
+            )
+        )
     return found
 
 

@@ -112,7 +112,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog, annotations: Any = No
     if not asked.legacy and not asked.left:
         return _unchanged(spec, warnings)
     # Every reason that leaves the pod is named, not only the first.
-    hami = _fail_closed(spec, policy, annotations, warnings, asked.left)
+    hami = _fail_closed(spec, policy, annotations, warnings, left=asked.left)
     if hami is None:
         return _unchanged(spec, warnings)
     pod_claims = spec.get("resourceClaims")
@@ -120,7 +120,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog, annotations: Any = No
     if not isinstance(pod_claims, list):
         warnings.append(Finding(Code.POD_CLAIMS_NOT_A_LIST))
         return _unchanged(spec, warnings)
-    plan = _plan(spec, asked.legacy, hami, policy, catalog, warnings)
+    plan = _plan(spec, asked.legacy, hami=hami, policy=policy, catalog=catalog, warnings=warnings)
     if isinstance(plan, _InTree):
         return _unchanged(spec, warnings)._replace(in_tree=plan.reason)
     if plan is None:
@@ -139,10 +139,10 @@ def _asked(spec: Obj, policy: Policy, warnings: list[Finding]) -> _Asked:
     unmapped: list[tuple[str, str]] = []
     left = False
     for field, index, container in containers(spec):
-        found = legacy_requests(field, container, policy, warnings, unmapped)
+        found = legacy_requests(field, container, policy, warn=warnings, unmapped=unmapped)
         if found:
             who = container_label(field, container)
-            found = consumable.with_memory(who, container, found, unmapped, warnings)
+            found = consumable.with_memory(who, container, found, unmapped=unmapped, warn=warnings)
         if found is None:
             left = True
         elif not found:
@@ -160,7 +160,7 @@ def _asked(spec: Obj, policy: Policy, warnings: list[Finding]) -> _Asked:
 
 
 def _fail_closed(
-    spec: Obj, policy: Policy, annotations: Any, warnings: list[Finding], left: bool
+    spec: Obj, policy: Policy, annotations: Any, warnings: list[Finding], *, left: bool
 ) -> DeviceFilter | None:
     """What else can pick the pod's GPUs: its scheduler, the annotations a GPU scheduler
     reads, its priority's preemption. The device selectors HAMi's annotations become, or
@@ -199,6 +199,7 @@ class _InTree(NamedTuple):
 def _plan(
     spec: Obj,
     legacy: Legacy,
+    *,
     hami: DeviceFilter,
     policy: Policy,
     catalog: Catalog,
@@ -211,14 +212,14 @@ def _plan(
     if asked is None:
         return None
     legacy, used = asked.legacy, asked.used
-    shared = _shared(spec, used, hami, catalog, warnings)
+    shared = _shared(spec, used, hami=hami, catalog=catalog, warnings=warnings)
     if shared is None:
         return None
     selection = _selection(spec, asked, policy, warnings)
     if selection is None:
         return None
     if not used:
-        return _Plan(legacy, used, NO_SELECTION, hami.selectors, False)
+        return _Plan(legacy, used, selection=NO_SELECTION, hami=hami.selectors, shared=False)
     found = [(field, c, lgs) for (field, _), (c, lgs) in legacy.items()]
     # What the in-tree path cannot give: device selectors from GFD node terms, a MIG slice
     # for a single-strategy nvidia.com/gpu, the driver's sharing config, and the selectors
@@ -227,9 +228,9 @@ def _plan(
     adds = adds or bool(hami.selectors) or any(lg.shared or lg.memory for lg in used)
     if native := defer_reason(found, adds, catalog):
         return _InTree(native)
-    if not _has_room(spec, used, policy, catalog, warnings):
+    if not _has_room(spec, used, policy=policy, catalog=catalog, warnings=warnings):
         return None
-    return _Plan(legacy, used, selection, hami.selectors, bool(shared))
+    return _Plan(legacy, used, selection=selection, hami=hami.selectors, shared=bool(shared))
 
 
 class _Requests(NamedTuple):
@@ -247,7 +248,7 @@ def _on_mig_single(
     used = [lg for _, found in legacy.values() for lg in found if lg.devices]
     single = mig_single(spec) if any(_whole(lg) for lg in used) else None
     if single is None:
-        return _Requests(legacy, used, False)
+        return _Requests(legacy, used, mig_single=False)
     if single.problem is not None or single.profile is None:
         warnings.append(Finding(Code.MIG_SINGLE, problem=single.problem))
         return None
@@ -256,12 +257,13 @@ def _on_mig_single(
         return None
     legacy = _as_mig(legacy, policy.mig_single, single.profile)
     used = [lg for _, found in legacy.values() for lg in found if lg.devices]
-    return _Requests(legacy, used, True)
+    return _Requests(legacy, used, mig_single=True)
 
 
 def _shared(
     spec: Obj,
     used: list[LegacyRequest],
+    *,
     hami: DeviceFilter,
     catalog: Catalog,
     warnings: list[Finding],
@@ -314,7 +316,12 @@ def _selection(
 
 
 def _has_room(
-    spec: Obj, used: list[LegacyRequest], policy: Policy, catalog: Catalog, warnings: list[Finding]
+    spec: Obj,
+    used: list[LegacyRequest],
+    *,
+    policy: Policy,
+    catalog: Catalog,
+    warnings: list[Finding],
 ) -> bool:
     """Whether the claims can be served: a device of their classes is published or an
     autoscaler can add one, and no node term pins the pod to a cloud pool gpu2dra cannot
@@ -362,12 +369,12 @@ def _device_request(lg: LegacyRequest, plan: _Plan) -> DeviceRequest:
         config = sharing_config(kind, lg.mapping.sharing)
     taken = consumable.capacity(lg, plan.shared)
     return DeviceRequest(
-        request_name(lg.resource),
-        lg.mapping.device_class,
-        lg.devices,
-        lg.selectors + node + taken.selectors,
-        config,
-        taken.requests,
+        name=request_name(lg.resource),
+        device_class=lg.mapping.device_class,
+        devices=lg.devices,
+        selectors=lg.selectors + node + taken.selectors,
+        config=config,
+        capacity=taken.requests,
     )
 
 
@@ -399,7 +406,13 @@ def _claims(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findin
                     continue
                 own_init.setdefault(lg.resource, []).append(str(container.get("name")))
             name = claim_name(str(container.get("name")), req.name, taken, salts)
-            claim = Claim(name, req.template(), lg.resource, req.device_class, req.devices)
+            claim = Claim(
+                name=name,
+                template=req.template(),
+                resource=lg.resource,
+                device_class=req.device_class,
+                devices=req.devices,
+            )
             taken.add(claim.name)
             new_claims.append(claim)
             if field == "containers":
