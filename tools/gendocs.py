@@ -146,7 +146,8 @@ FIELDS = {
     "(Karpenter skips pods with claims; Cluster Autoscaler adds DRA nodes from zero only with "
     "clusterapi). `leave` keeps them on the device plugin, where they run, with a warning that "
     "names the autoscaler and what would change it; `translate` moves them, Pending until a "
-    "DRA node joins. Judged at admission only: offline nothing is known of devices. See "
+    "DRA node joins. Judged only where gpu2dra knows the cluster's ResourceSlices (offline "
+    "nothing is known of devices; the webhook's feed is still to come). See "
     "[capacity](../concepts/capacity.md).",
     "cloudPools": "Pods whose node terms pin them to a cloud node pool or instance type "
     "(`cloud.google.com/gke-accelerator`, `cloud.google.com/gke-nodepool`, "

@@ -98,13 +98,20 @@ def unserved(classes: Iterable[str], catalog: Catalog, then: LeaveOrTranslate) -
     return Finding(code, **said)
 
 
+def knows_cluster(catalog: Catalog) -> bool:
+    """Whether the catalog was read from a cluster (its slices say what is shared or
+    published), not assumed offline from the policy's deviceClasses."""
+    return catalog.published is not None or catalog.sharing is not None
+
+
 def pinned(spec: Obj, catalog: Catalog, then: LeaveOrTranslate) -> Finding | None:
     """Why the pod's node terms may leave its claims no device: they pin it to a cloud pool
-    that nothing says publishes DRA devices. Offline (nothing known) it is only said."""
+    that nothing says publishes DRA devices. Offline (a manifest reviewed before it is
+    applied) it is only said."""
     terms = pool_terms(spec)
     if not terms:
         return None
     said = {"terms": "; ".join(terms), "it": "it" if len(terms) == 1 else "they"}
-    if then == "leave" and catalog.published is not None:
+    if then == "leave" and knows_cluster(catalog):
         return Finding(Code.CLOUD_POOL, **said)
     return Finding(Code.CLOUD_POOL_TRANSLATED, **said)

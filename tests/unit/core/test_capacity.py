@@ -153,6 +153,9 @@ def test_a_pod_pinned_to_a_cloud_pool(policy: Policy) -> None:
     # Offline nothing is known of the pool: translated, and said.
     offline = translate(PINNED, policy, Catalog.of(policy.device_classes))
     assert offline.changed and codes(offline.warnings) == (Code.CLOUD_POOL_TRANSLATED,)
+    # A catalog read from a cluster's slices, as the webhook's is, knows it is live: left.
+    live_sharing = dataclasses.replace(Catalog.of(policy.device_classes), sharing={})
+    assert codes(translate(PINNED, policy, live_sharing).warnings) == (Code.CLOUD_POOL,)
 
 
 def test_every_reason_is_named(policy: Policy) -> None:
