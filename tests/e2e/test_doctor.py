@@ -527,8 +527,8 @@ def test_commands_need_only_the_read_only_role(
         text = gpu2dra(reader, "explain", "pod", "big", "-n", namespace, check=0).stdout
         assert "cannot read" not in text
         for line in (
-            "  ok    translated by gpu2dra: claim(s) main-gpu\n",
-            "  ok    claim main-gpu: gpu2dra's ResourceClaimTemplate gpu2dra-gpu-x2-",
+            "  PASS  translated by gpu2dra: claim(s) main-gpu\n",
+            "  PASS  claim main-gpu: gpu2dra's ResourceClaimTemplate gpu2dra-gpu-x2-",
             "  FAIL  request gpu asks for 2 x gpu.nvidia.com: only 1 device(s) match",
             f"          {node}/gpu-0: matches and is free\n",
             "Warning FailedScheduling",

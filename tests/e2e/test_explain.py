@@ -42,12 +42,12 @@ def test_bound_pod(
     wait_for_pod_scheduled(api_client, namespace, "train")
     text = explain(control_plane, namespace, "train")
     assert text.startswith(f"pod {namespace}/train: Pending, on node {node}\n")
-    assert "  ok    translated by gpu2dra: claim(s) main-gpu\n" in text
+    assert "  PASS  translated by gpu2dra: claim(s) main-gpu\n" in text
     assert "ResourceClaimTemplate gpu2dra-gpu-x2-" in text
     assert f"allocated: {node}/gpu-0, {node}/gpu-1" in text or (
         f"allocated: {node}/gpu-1, {node}/gpu-0" in text
     )
-    assert f"  ok    scheduled and bound to node {node}\n" in text
+    assert f"  PASS  scheduled and bound to node {node}\n" in text
     assert "FAIL" not in text
     assert f"Normal Scheduled: Successfully assigned {namespace}/train to {node}" in text
 
@@ -247,7 +247,7 @@ def test_claim_not_created_yet(
         text = explain(control_plane, namespace, "early")
     finally:
         manager.send_signal(signal.SIGCONT)
-    assert "  ok    claim main-gpu: gpu2dra's ResourceClaimTemplate gpu2dra-gpu-x1-" in text
+    assert "  PASS  claim main-gpu: gpu2dra's ResourceClaimTemplate gpu2dra-gpu-x1-" in text
     assert (
         "  FAIL  claim main-gpu: no ResourceClaim created yet (the resourceclaim controller in "
         "kube-controller-manager creates it from the template)\n" in text

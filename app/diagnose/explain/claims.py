@@ -52,7 +52,7 @@ def extended_steps(
     if allocation:
         results = (allocation.get("devices") or {}).get("results") or []
         got = ", ".join(f"{r.get('pool')}/{r.get('device')}" for r in results)
-        return [Step("ok", f"{label} (made by the scheduler, {served}) allocated: {got}")]
+        return [Step("PASS", f"{label} (made by the scheduler, {served}) allocated: {got}")]
     return [
         Step("FAIL", f"{label} is not allocated"),
         *_devices_steps(facts, claim, f"{namespace}/{name}"),
@@ -114,7 +114,7 @@ def claim_steps(facts: PodFacts) -> list[Step]:
         if allocation:
             results = (allocation.get("devices") or {}).get("results") or []
             got = ", ".join(f"{r.get('pool')}/{r.get('device')}" for r in results)
-            steps.append(Step("ok", f"{label}: ResourceClaim {claim_name} allocated: {got}"))
+            steps.append(Step("PASS", f"{label}: ResourceClaim {claim_name} allocated: {got}"))
             continue
         steps.append(Step("FAIL", f"{label}: ResourceClaim {claim_name} is not allocated"))
         steps += _devices_steps(facts, claim, f"{namespace}/{claim_name}")
@@ -172,7 +172,7 @@ def _template_step(label: str, by: str, name: str, template: Obj) -> Step:
             f"{label}: ResourceClaimTemplate {name} ({wants}) has gpu2dra's name but not its "
             "label app.kubernetes.io/managed-by=gpu2dra: gpu2dra did not make it",
         )
-    return Step("ok", f"{label}: {by}ResourceClaimTemplate {name} exists ({wants})")
+    return Step("PASS", f"{label}: {by}ResourceClaimTemplate {name} exists ({wants})")
 
 
 def _devices_steps(facts: PodFacts, claim: Obj, key: str) -> list[Step]:

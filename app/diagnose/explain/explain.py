@@ -143,7 +143,7 @@ def _schedule_step(facts: PodFacts) -> Step:
     pod = facts.pod
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     if spec.get("nodeName"):
-        return Step("ok", f"scheduled and bound to node {spec['nodeName']}")
+        return Step("PASS", f"scheduled and bound to node {spec['nodeName']}")
     if kueue.admission_gated(spec):
         return _held_by_kueue(facts.workload)
     if spec.get("schedulingGates"):
@@ -192,7 +192,7 @@ def explain(facts: PodFacts, policy: Policy) -> Explanation:
             if str(c.get("resourceClaimTemplateName", "")).startswith(TEMPLATE_PREFIX)
         ]
         if ours:
-            steps.append(Step("ok", f"translated by gpu2dra: claim(s) {', '.join(ours)}"))
+            steps.append(Step("PASS", f"translated by gpu2dra: claim(s) {', '.join(ours)}"))
         steps += claim_steps(facts)
     refused = any("ResourceQuota refuses it" in s.text for s in steps)
     if refused and not spec.get("nodeName"):

@@ -8,7 +8,8 @@ from typing import Literal
 
 from app.readers.client import ReadError, cannot_read
 
-State = Literal["ok", "FAIL", "WARN", "info"]
+# The words doctor uses for its checks, and info for what is neither right nor wrong.
+State = Literal["PASS", "FAIL", "WARN", "info"]
 
 
 @dataclass(frozen=True, slots=True)

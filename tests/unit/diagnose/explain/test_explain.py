@@ -116,9 +116,9 @@ def test_claim_not_created_yet_and_gated_pod() -> None:
     result = explain(facts, load_policy(None))
     assert result.headline == "pod ml/p: Pending, not scheduled"
     assert [(s.state, s.text) for s in result.steps] == [
-        ("ok", "translated by gpu2dra: claim(s) main-gpu"),
+        ("PASS", "translated by gpu2dra: claim(s) main-gpu"),
         (
-            "ok",
+            "PASS",
             "claim main-gpu: gpu2dra's ResourceClaimTemplate gpu2dra-gpu-x1-abc exists "
             "(1 x gpu.nvidia.com)",
         ),
@@ -157,7 +157,7 @@ def test_what_cannot_be_read_is_named_and_not_guessed() -> None:
     )
     steps = [(s.state, s.text) for s in explain(facts, load_policy(None)).steps]
     assert steps == [
-        ("ok", "translated by gpu2dra: claim(s) main-gpu"),
+        ("PASS", "translated by gpu2dra: claim(s) main-gpu"),
         ("WARN", "cannot read claim main-gpu's ResourceClaimTemplate: 403 forbidden"),
         ("FAIL", "claim main-gpu: ResourceClaim p-c is not allocated"),
         ("WARN", "cannot read DeviceClasses, so no device is checked: 403 forbidden"),
@@ -240,7 +240,7 @@ def test_the_extended_resource_claim_is_read() -> None:
             "(nvidia.com/gpu is served in-tree by DeviceClass gpu.nvidia.com)",
         ),
         (
-            "ok",
+            "PASS",
             "extended resource claim p-extended-resources-x7k2 (made by the scheduler, "
             "nvidia.com/gpu by DeviceClass gpu.nvidia.com) allocated: a/gpu-0, a/gpu-1",
         ),
