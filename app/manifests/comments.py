@@ -115,7 +115,14 @@ def shape(root: Any) -> Shape:
             for i, item in enumerate(node.value):
                 starts.setdefault(item.start_mark.line, []).append((*path, i))
             stack.extend((v, (*path, i)) for i, v in reversed(list(enumerate(node.value))))
-    return Shape(root.start_mark.line, last, starts, spans, within, indented)
+    return Shape(
+        start=root.start_mark.line,
+        last=last,
+        starts=starts,
+        spans=spans,
+        within=within,
+        indented=indented,
+    )
 
 
 def usable(text: str) -> bool:
@@ -191,11 +198,11 @@ def _notes(lines: list[str], s: Shape) -> Notes:
         where = next((p for p in paths if p and isinstance(p[-1], str)), paths[-1])
         after[where] = line[len(line[:at].rstrip()) :]  # with the space before it
     return Notes(
-        head,
-        (*pending, *tail),
-        {path: tuple(found) for path, found in before.items() if found},
-        after,
-        s.indented > 0,
+        head=head,
+        tail=(*pending, *tail),
+        before={path: tuple(found) for path, found in before.items() if found},
+        after=after,
+        indented_lists=s.indented > 0,
     )
 
 

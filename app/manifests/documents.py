@@ -133,9 +133,9 @@ def translate_documents(
     docs: list[Any],
     policy: Policy,
     catalog: Catalog,
+    *,
     namespace: str | None,
     mode: Mode,
-    *,
     offline: bool = False,
 ) -> Result:
     """Translate every pod spec in `docs`; the input is never changed. DeviceClasses among
@@ -146,7 +146,7 @@ def translate_documents(
     resources it no longer asks for (tolerations.py); without it, what admission does."""
     result = Result()
     catalog = with_device_classes(catalog, docs)
-    run = _Run(policy, catalog, namespace, mode, offline)
+    run = _Run(policy=policy, catalog=catalog, namespace=namespace, mode=mode, offline=offline)
     for doc in docs:
         if not is_list(doc):
             result.documents.append(_translate_one(doc, result, run))
@@ -211,7 +211,9 @@ def _translate_one(doc: Any, result: Result, run: _Run) -> Any:
         result.notes.append(Note(number, subject, text))
 
     def one(spec: Obj, annotations: Any) -> Obj:
-        return _translate_spec(spec, annotations, note, ns, run, result, classes)
+        return _translate_spec(
+            spec, annotations, note=note, ns=ns, run=run, result=result, classes=classes
+        )
 
     def asks(container: Obj) -> list[str]:
         return sorted(legacy_amounts(container, policy))
@@ -288,6 +290,7 @@ def _asks_anywhere(node: Any, asks: Callable[[Obj], list[str]]) -> bool:
 def _translate_spec(
     spec: Obj,
     annotations: Any,
+    *,
     note: Callable[[Finding], None],
     ns: str | None,
     run: _Run,

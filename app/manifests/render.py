@@ -42,6 +42,7 @@ def translate_text(
     text: str,
     policy: Policy,
     catalog: Catalog,
+    *,
     namespace: str | None,
     mode: Mode,
     output: Output,
@@ -55,7 +56,7 @@ def translate_text(
     whole = output == "yaml" and not comments.usable(text)
     pieces = _pieces(text, jobs * 2) if jobs > 1 and len(text) >= min_bytes and not whole else []
     if len(pieces) > 1:
-        job = (policy, catalog, namespace, mode, output)
+        job = _Job(policy=policy, catalog=catalog, namespace=namespace, mode=mode, output=output)
         try:
             # fork: the workers inherit the policy and catalog instead of unpickling them
             with ProcessPoolExecutor(
@@ -64,7 +65,8 @@ def translate_text(
                 return _join(list(pool.map(_translate_piece, pieces)), output)
         except Exception:
             pass  # the rerun below reports it
-    return _join([_piece(text, policy, catalog, namespace, mode, output)], output)
+    job = _Job(policy=policy, catalog=catalog, namespace=namespace, mode=mode, output=output)
+    return _join([_piece(text, job)], output)
 
 
 def _pieces(text: str, count: int) -> list[str]:
@@ -85,30 +87,40 @@ def _pieces(text: str, count: int) -> list[str]:
     return [text[a:b] for a, b in itertools.pairwise(cuts) if a < b]
 
 
-def _piece(
-    text: str, policy: Policy, catalog: Catalog, namespace: str | None, mode: Mode, output: Output
-) -> _Piece:
+class _Job(NamedTuple):
+    """What every piece of one stream is translated and written with."""
+
+    policy: Policy
+    catalog: Catalog
+    namespace: str | None
+    mode: Mode
+    output: Output
+
+
+def _piece(text: str, job: _Job) -> _Piece:
     read: list[Read] = []
-    docs = load_documents(text, read if output == "yaml" else None)
-    result = translate_documents(docs, policy, catalog, namespace, mode, offline=True)
-    if output == "json":
+    docs = load_documents(text, read if job.output == "yaml" else None)
+    result = translate_documents(
+        docs, job.policy, job.catalog, namespace=job.namespace, mode=job.mode, offline=True
+    )
+    if job.output == "json":
         body = b",".join(orjson.dumps(doc) for doc in result.documents)
     else:
         body = yamlio.dump_all(result.documents, read).encode()
     return _Piece(result.numbered, body, result.templates, result.notes)
 
 
-_job: tuple[Policy, Catalog, str | None, Mode, Output] | None = None
+_job: _Job | None = None
 
 
-def _take_job(job: tuple[Policy, Catalog, str | None, Mode, Output]) -> None:
+def _take_job(job: _Job) -> None:
     global _job
     _job = job
 
 
 def _translate_piece(text: str) -> _Piece:
     assert _job is not None, "set by the pool's initializer"
-    return _piece(text, *_job)
+    return _piece(text, _job)
 
 
 def _join(pieces: list[_Piece], output: Output) -> Rendered:

@@ -68,12 +68,20 @@ def make_cluster(settings: Settings, metrics: Metrics) -> Cluster:
 
 
 def _translate_body(
-    body: bytes, policy: Policy, catalog: Catalog, namespace: str | None, mode: Any, as_yaml: bool
+    body: bytes,
+    policy: Policy,
+    catalog: Catalog,
+    *,
+    namespace: str | None,
+    mode: Any,
+    as_yaml: bool,
 ) -> tuple[int, bytes]:
     """POST /translate's work: the status and the answer."""
     try:
         output: Output = "yaml" if as_yaml else "json"
-        rendered = translate_text(body.decode(), policy, catalog, namespace, mode, output)
+        rendered = translate_text(
+            body.decode(), policy, catalog, namespace=namespace, mode=mode, output=output
+        )
         if not as_yaml:
             return 200, rendered.body
         # A warning quotes names from the manifest: a line break in one would end the comment.
@@ -210,7 +218,13 @@ def _add_translate(app: App, settings: Settings, metrics: Metrics) -> None:
         # Parsing and writing a large manifest takes a while: off the event loop, so that
         # admission answers and probes are not held up behind it.
         status, text = await asyncio.to_thread(
-            _translate_body, body, settings.policy, cluster.catalog, namespace, mode, as_yaml
+            _translate_body,
+            body,
+            settings.policy,
+            cluster.catalog,
+            namespace=namespace,
+            mode=mode,
+            as_yaml=as_yaml,
         )
         tally.count("ok" if status == 200 else "bad-request", time.perf_counter() - start)
         if status != 200:

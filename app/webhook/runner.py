@@ -58,7 +58,7 @@ def _server(config: Any, drain_seconds: float) -> Any:
 
 
 async def _run(
-    server: Any, context: ssl.SSLContext, cert: Path, key: Path, interval: float
+    server: Any, context: ssl.SSLContext, *, cert: Path, key: Path, interval: float
 ) -> None:
     reloader = asyncio.create_task(reload_certificates(context, cert, key, interval))
     try:
@@ -104,8 +104,8 @@ def serve(settings: Settings, listen: Listen) -> None:
             _run(
                 _server(config, listen.drain_seconds),
                 harden(config.ssl),
-                cert,
-                key,
-                listen.cert_reload_interval,
+                cert=cert,
+                key=key,
+                interval=listen.cert_reload_interval,
             )
         )

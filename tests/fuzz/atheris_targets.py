@@ -76,7 +76,9 @@ def validate_(data: bytes) -> None:
 
 def translate(data: bytes) -> None:
     for as_yaml in (False, True):
-        status, body = _translate_body(data, POLICY, CLUSTER.catalog, None, "enabled", as_yaml)
+        status, body = _translate_body(
+            data, POLICY, CLUSTER.catalog, namespace=None, mode="enabled", as_yaml=as_yaml
+        )
         assert status == 200 or (status == 400 and body.count(b"\n") == 1), (status, body)
 
 

@@ -126,7 +126,16 @@ def _outcome(text: str, jobs: int) -> Any:
     policy = load_policy(CORPUS_POLICY)
     catalog = Catalog.of(policy.device_classes)
     try:
-        return translate_text(text, policy, catalog, "ml", "enabled", "yaml", jobs, min_bytes=0)
+        return translate_text(
+            text,
+            policy,
+            catalog,
+            namespace="ml",
+            mode="enabled",
+            output="yaml",
+            jobs=jobs,
+            min_bytes=0,
+        )
     except ManifestError as err:
         return str(err)
 
@@ -143,8 +152,14 @@ def test_the_yaml_output_holds_what_the_json_output_does(body: bytes, comments: 
     policy = load_policy(CORPUS_POLICY)
     catalog = Catalog.of(policy.device_classes)
     try:
-        as_json = orjson.loads(translate_text(text, policy, catalog, "ml", "enabled", "json").body)
-        as_yaml = translate_text(text, policy, catalog, "ml", "enabled", "yaml").body
+        as_json = orjson.loads(
+            translate_text(
+                text, policy, catalog, namespace="ml", mode="enabled", output="json"
+            ).body
+        )
+        as_yaml = translate_text(
+            text, policy, catalog, namespace="ml", mode="enabled", output="yaml"
+        ).body
     except ManifestError:
         return
     read = [d for d in yaml.safe_load_all(as_yaml) if d is not None]

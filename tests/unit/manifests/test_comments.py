@@ -55,12 +55,16 @@ data:
 
 
 def _yaml(text: str, policy: Policy, catalog: Catalog) -> str:
-    return translate_text(text, policy, catalog, "ns", "enabled", "yaml").body.decode()
+    return translate_text(
+        text, policy, catalog, namespace="ns", mode="enabled", output="yaml"
+    ).body.decode()
 
 
 def _same_as_json(text: str, policy: Policy, catalog: Catalog) -> None:
     """The YAML output holds exactly the documents the JSON output does."""
-    as_json = orjson.loads(translate_text(text, policy, catalog, "ns", "enabled", "json").body)
+    as_json = orjson.loads(
+        translate_text(text, policy, catalog, namespace="ns", mode="enabled", output="json").body
+    )
     got = [d for d in yaml.safe_load_all(_yaml(text, policy, catalog)) if d is not None]
     assert got == as_json["documents"] + as_json["templates"]
 
@@ -162,7 +166,7 @@ def test_a_tab_in_a_plain_scalar_is_written_anew(policy: Policy, catalog: Catalo
     """libyaml reads `a<TAB>b: v1` as a key that PyYAML's own scanner refuses: such a stream
     is not written back as read (the fuzzer found it)."""
     body = "a\tb: v1\nkind: Pod\n---\nkind: Pod\nmetadata: {name: p}\n"
-    out = translate_text(body, policy, catalog, "ml", "enabled", "yaml")
+    out = translate_text(body, policy, catalog, namespace="ml", mode="enabled", output="yaml")
     assert list(yaml.safe_load_all(out.body)) == [
         {"a\tb": "v1", "kind": "Pod"},
         {"kind": "Pod", "metadata": {"name": "p"}},

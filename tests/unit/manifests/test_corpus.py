@@ -51,7 +51,9 @@ def _num_gpus(doc: Any) -> dict[str, str]:
 def outcomes(path: Path, policy: Policy, catalog: Catalog) -> list[dict[str, Any]]:
     """Per document: what it is, translated/left/untouched, and what the translation said."""
     docs = load_documents(path.read_text())
-    result = translate_documents(docs, policy, catalog, "default", "enabled", offline=True)
+    result = translate_documents(
+        docs, policy, catalog, namespace="default", mode="enabled", offline=True
+    )
     out = []
     for number, (before, after) in enumerate(zip(docs, result.documents, strict=True), 1):
         name = (before.get("metadata") or {}).get("name")

@@ -66,7 +66,7 @@ def test_pod_specs_found_in_every_kind(
     policy: Policy, catalog: Catalog, kind: str, body: dict[str, Any], path: tuple[str | int, ...]
 ) -> None:
     doc = {"apiVersion": "x/v1", "kind": kind, "metadata": {"name": "n"}, **body}
-    result = translate_documents([doc], policy, catalog, "ns", "enabled")
+    result = translate_documents([doc], policy, catalog, namespace="ns", mode="enabled")
     spec = _at(result.documents[0], path)
     assert spec["resourceClaims"][0]["resourceClaimTemplateName"].startswith("gpu2dra-gpu-x1-")
     assert spec["containers"][0]["resources"] == {"claims": [{"name": "c-gpu"}]}
@@ -76,7 +76,10 @@ def test_pod_specs_found_in_every_kind(
 
 def test_templates_are_listed_once(policy: Policy, catalog: Catalog) -> None:
     docs = [{"kind": "Pod", "metadata": {"name": str(i)}, "spec": POD_SPEC} for i in range(3)]
-    assert len(translate_documents(docs, policy, catalog, "ns", "enabled").templates) == 1
+    assert (
+        len(translate_documents(docs, policy, catalog, namespace="ns", mode="enabled").templates)
+        == 1
+    )
 
 
 def test_skip_annotation_on_a_pod_template(policy: Policy, catalog: Catalog) -> None:
@@ -86,7 +89,7 @@ def test_skip_annotation_on_a_pod_template(policy: Policy, catalog: Catalog) -> 
             "template": {"metadata": {"annotations": {"gpu2dra.io/skip": "true"}}, "spec": POD_SPEC}
         },
     }
-    result = translate_documents([doc], policy, catalog, "ns", "enabled")
+    result = translate_documents([doc], policy, catalog, namespace="ns", mode="enabled")
     assert result.documents[0] is doc and not result.templates
 
 
@@ -98,20 +101,27 @@ def test_pod_template_annotations_reach_the_translator(policy: Policy, catalog: 
         return {"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": template}}
 
     picked = translate_documents(
-        [deployment({"nvidia.com/use-gputype": "A100"})], policy, catalog, "ns", "enabled"
+        [deployment({"nvidia.com/use-gputype": "A100"})],
+        policy,
+        catalog,
+        namespace="ns",
+        mode="enabled",
     )
     ((_, template),) = picked.templates.items()
     (request,) = template["spec"]["spec"]["devices"]["requests"]
     assert any("'A100'" in s["cel"]["expression"] for s in request["exactly"]["selectors"])
     left_doc = deployment({"nvidia.com/vgpu-mode": "mig"})
-    left = translate_documents([left_doc], policy, catalog, "ns", "enabled")
+    left = translate_documents([left_doc], policy, catalog, namespace="ns", mode="enabled")
     assert left.documents[0] is left_doc and not left.templates
     assert any("nvidia.com/vgpu-mode" in n.text for n in left.notes)
 
 
 def test_skipped_namespace(policy: Policy, catalog: Catalog) -> None:
     doc = {"kind": "Pod", "metadata": {"namespace": "kube-system"}, "spec": POD_SPEC}
-    assert translate_documents([doc], policy, catalog, None, "enabled").documents[0] is doc
+    assert (
+        translate_documents([doc], policy, catalog, namespace=None, mode="enabled").documents[0]
+        is doc
+    )
 
 
 def test_list_and_json_inputs() -> None:
@@ -145,7 +155,7 @@ def test_a_list_stays_a_list_with_its_items_translated(policy: Policy, catalog: 
             },
         ],
     }
-    result = translate_documents([dump], policy, catalog, "ns", "enabled")
+    result = translate_documents([dump], policy, catalog, namespace="ns", mode="enabled")
     (listed,) = result.documents
     assert listed["kind"] == "List" and listed["metadata"] == dump["metadata"]
     service, deployment, big = listed["items"]
@@ -153,7 +163,9 @@ def test_a_list_stays_a_list_with_its_items_translated(policy: Policy, catalog: 
     assert deployment["spec"]["template"]["spec"]["resourceClaims"]
     assert len(result.templates) == 1
     assert [str(n).split(" (")[0] for n in result.notes] == ["document 3"]  # items count
-    text = translate_text(yaml.safe_dump(dump), policy, catalog, "ns", "enabled", "yaml")
+    text = translate_text(
+        yaml.safe_dump(dump), policy, catalog, namespace="ns", mode="enabled", output="yaml"
+    )
     assert [d["kind"] for d in yaml.safe_load_all(text.body)] == ["List", "ResourceClaimTemplate"]
 
 
@@ -191,7 +203,7 @@ TEKTON = {
 
 
 def test_containers_outside_pod_specs_are_named(policy: Policy, catalog: Catalog) -> None:
-    result = translate_documents([ARGO, TEKTON], policy, catalog, "ns", "enabled")
+    result = translate_documents([ARGO, TEKTON], policy, catalog, namespace="ns", mode="enabled")
     assert result.documents == [ARGO, TEKTON]  # a containerSet is no pod spec: untouched
     assert not result.templates
     said = [str(n) for n in result.notes]
@@ -221,7 +233,9 @@ def test_deep_nesting_is_refused(policy: Policy, catalog: Catalog) -> None:
     for _ in range(100):
         deep = {"x": deep}
     with pytest.raises(ManifestError, match="nested deeper"):
-        translate_documents([{"kind": "Wrap", "spec": deep}], policy, catalog, None, "enabled")
+        translate_documents(
+            [{"kind": "Wrap", "spec": deep}], policy, catalog, namespace=None, mode="enabled"
+        )
     with pytest.raises(ManifestError, match="nested too deeply"):
         load_documents("[" * 5000 + "]" * 5000)
 
@@ -324,8 +338,10 @@ def test_a_stream_cut_into_pieces_translates_as_one(
 ) -> None:
     text = "---\n".join(PIECES * 5)
     assert len(_pieces(text, 4)) == 4, "the stream is cut"
-    whole = translate_text(text, policy, catalog, "ns", "enabled", output)
-    cut = translate_text(text, policy, catalog, "ns", "enabled", output, jobs=2, min_bytes=0)
+    whole = translate_text(text, policy, catalog, namespace="ns", mode="enabled", output=output)
+    cut = translate_text(
+        text, policy, catalog, namespace="ns", mode="enabled", output=output, jobs=2, min_bytes=0
+    )
     assert cut == whole
     # numbered as in the whole stream: a List's items count, an empty document does not
     # (the List's pod is translated, and told of the toleration it gains)
@@ -338,17 +354,28 @@ def test_a_stream_written_anew_is_not_cut(policy: Policy, catalog: Catalog) -> N
     not only the piece that holds it (the fuzzer found the pieces disagreeing)."""
     pod = '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[]}}'
     text = f"---\nnull\n---\n{pod}\n---\n\x85null\n"
-    whole = translate_text(text, policy, catalog, None, "enabled", "yaml")
-    cut = translate_text(text, policy, catalog, None, "enabled", "yaml", jobs=2, min_bytes=0)
+    whole = translate_text(text, policy, catalog, namespace=None, mode="enabled", output="yaml")
+    cut = translate_text(
+        text, policy, catalog, namespace=None, mode="enabled", output="yaml", jobs=2, min_bytes=0
+    )
     assert cut == whole and b"kind: Pod\n" in whole.body
 
 
 def test_an_error_in_a_later_piece_reads_as_usual(policy: Policy, catalog: Catalog) -> None:
     text = "---\n".join([*PIECES * 5, "kind: [\n", *PIECES])
     with pytest.raises(ManifestError) as whole:
-        translate_text(text, policy, catalog, None, "enabled", "yaml")
+        translate_text(text, policy, catalog, namespace=None, mode="enabled", output="yaml")
     with pytest.raises(ManifestError) as cut:
-        translate_text(text, policy, catalog, None, "enabled", "yaml", jobs=2, min_bytes=0)
+        translate_text(
+            text,
+            policy,
+            catalog,
+            namespace=None,
+            mode="enabled",
+            output="yaml",
+            jobs=2,
+            min_bytes=0,
+        )
     assert str(cut.value) == str(whole.value)
     assert str(cut.value).startswith("document 21: not valid YAML at line 87")
 

@@ -36,7 +36,7 @@ def pod(*containers: Obj, init: tuple[Obj, ...] = (), **spec: Any) -> Obj:
 
 
 def offline(doc: Obj, policy: Policy, catalog: Catalog, mode: Mode = "enabled") -> Result:
-    return translate_documents([doc], policy, catalog, "ns", mode, offline=True)
+    return translate_documents([doc], policy, catalog, namespace="ns", mode=mode, offline=True)
 
 
 def test_a_translated_pod_gains_the_toleration_and_says_why(
@@ -137,7 +137,7 @@ def test_tolerations_that_are_no_list_are_left_for_the_api_server_to_refuse() ->
 def test_admission_report_and_audit_add_none(policy: Policy, catalog: Catalog) -> None:
     doc = pod(container("c", {"nvidia.com/gpu": 1}))
     # What admission would do (report reads it so): the plugin already ran, or is off.
-    at_admission = translate_documents([doc], policy, catalog, "ns", "enabled")
+    at_admission = translate_documents([doc], policy, catalog, namespace="ns", mode="enabled")
     assert "tolerations" not in at_admission.documents[0]["spec"]
     assert at_admission.notes == []
     audit = offline(doc, policy, catalog, "audit")

@@ -25,7 +25,7 @@ def _group(gpus: int | str = 2, **extra: Any) -> Obj:
 
 
 def _run(doc: Obj, policy: Policy, catalog: Catalog) -> tuple[Obj, list[str]]:
-    result = translate_documents([doc], policy, catalog, "ns", "enabled")
+    result = translate_documents([doc], policy, catalog, namespace="ns", mode="enabled")
     return result.documents[0], [n.text for n in result.notes]
 
 
@@ -262,11 +262,13 @@ def test_device_classes_in_the_manifest_join_the_catalog(policy: Policy, catalog
             "spec: {extendedResourceName: nvidia.com/gpu}\n",
         ]
     )
-    rendered = translate_text(text, policy, catalog, "ns", "enabled", "json", jobs=2, min_bytes=0)
+    rendered = translate_text(
+        text, policy, catalog, namespace="ns", mode="enabled", output="json", jobs=2, min_bytes=0
+    )
     (warning,) = rendered.warnings
     assert "left to the in-tree extended-resource path" in warning
     assert "DeviceClass gpu.example.com" in warning
-    result = translate_documents([served], policy, catalog, "ns", "enabled")
+    result = translate_documents([served], policy, catalog, namespace="ns", mode="enabled")
     assert result.documents == [served] and result.notes == []
 
 
