@@ -198,15 +198,7 @@ def legacy_requests(
         if count > MAX_DEVICES_PER_CLAIM:
             say(Code.TOO_MANY_DEVICES, count=count, most=MAX_DEVICES_PER_CLAIM)
             return None
-        found.append(
-            LegacyRequest(
-                resource=resource,
-                devices=count,
-                mapping=mapping,
-                selectors=selectors,
-                shared=shared,
-            )
-        )
+        found.append(LegacyRequest(resource, count, mapping, selectors, shared=shared))
     return found
 
 
