@@ -164,11 +164,11 @@ def pod_gpus(pod: Obj) -> PodGpus | None:
     if not uses:
         return None
     return PodGpus(
-        str(meta.get("namespace", "")),
-        str(meta.get("name", "")),
-        str(meta.get("uid", "")),
-        str(node),
-        tuple(dict.fromkeys(uses)),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        node=str(node),
+        uses=tuple(dict.fromkeys(uses)),
     )
 
 
@@ -200,11 +200,11 @@ def claim_devices(claim: Obj) -> ClaimDevices:
     allocation = _dict(_dict(claim.get("status")).get("allocation"))
     results = tuple(
         Result(
-            str(r.get("request", "")),
-            str(r.get("driver", "")),
-            str(r.get("pool", "")),
-            str(r.get("device", "")),
-            classes.get(str(r.get("request", "")), ""),
+            request=str(r.get("request", "")),
+            driver=str(r.get("driver", "")),
+            pool=str(r.get("pool", "")),
+            device=str(r.get("device", "")),
+            device_class=classes.get(str(r.get("request", "")), ""),
         )
         for r in _list(_dict(allocation.get("devices")).get("results"))
         if isinstance(r, dict)
@@ -280,6 +280,8 @@ def rows(
                 if use.request and use.request not in (r.request, r.request.split("/")[0]):
                     continue
                 identity = devices.get((r.driver, r.pool, r.device), _UNKNOWN)
+                # Positional, in LABELS order: a row is built for every device at every
+                # scrape, where keyword arguments would cost half as much again.
                 row = Row(
                     pod.namespace,
                     pod.name,

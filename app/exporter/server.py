@@ -58,23 +58,23 @@ class Exporter:
             return core.list_pod_for_all_namespaces(field_selector=POD_SELECTOR, **kwargs)
 
         self.pods: Store[tuple[str, str], PodGpus | None] = Store(
-            "pods", pods, namespaced_key, pod_gpus, self.metrics, timeout
+            "pods", pods, key=namespaced_key, value=pod_gpus, metrics=self.metrics, timeout=timeout
         )
         self.claims: Store[tuple[str, str], ClaimDevices] = Store(
             "resourceclaims",
             resource.list_resource_claim_for_all_namespaces,
-            namespaced_key,
-            claim_devices,
-            self.metrics,
-            timeout,
+            key=namespaced_key,
+            value=claim_devices,
+            metrics=self.metrics,
+            timeout=timeout,
         )
         self.slices: Store[str, SliceDevices] = Store(
             "resourceslices",
             resource.list_resource_slice,
-            name_key,
-            slice_devices,
-            self.metrics,
-            timeout,
+            key=name_key,
+            value=slice_devices,
+            metrics=self.metrics,
+            timeout=timeout,
             on_change=lambda: self.info.slices_changed(),
         )
         self.info = PodGpuInfo(self.pods, self.claims, self.slices, frozenset(drivers))

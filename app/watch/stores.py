@@ -39,6 +39,7 @@ class Store(Generic[K, V]):
         self,
         name: str,
         list_fn: Callable[..., Any],
+        *,
         key: Callable[[Obj], K],
         value: Callable[[Obj], V],
         metrics: CacheMetrics,

@@ -62,86 +62,78 @@ def squatted(namespace: str, name: str, found: Cached) -> TemplateSquatted:
     )
 
 
+def _labels(obj: Obj) -> Mapping[str, str]:
+    return obj["metadata"].get("labels") or {}
+
+
+def _itself(obj: Obj) -> Obj:
+    return obj
+
+
+def _kueue_named(list_fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """A list of the one object called `name` in Kueue's namespace."""
+    return functools.partial(list_fn, kueue.NAMESPACE, field_selector=f"metadata.name={name}")
+
+
 class LiveCluster:
     """The cluster as the webhook sees it: namespaces, DeviceClasses and templates in memory."""
 
     def __init__(self, api: client.ApiClient, metrics: Metrics, timeout: float = 2.0) -> None:
-        self._core = client.CoreV1Api(api)
-        self._resource = client.ResourceV1Api(api)
+        core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+        self._core, self._resource = core, resource
         self._metrics, self._timeout = metrics, timeout
         self._catalog = Catalog(MappingProxyType({}), sharing={})
         self._catalog_lock = threading.Lock()
         self._inflight: dict[tuple[str, str], asyncio.Future[None]] = {}
-        self.namespaces: Store[str, Mapping[str, str]] = Store(
-            "namespaces",
-            self._core.list_namespace,
-            name_key,
-            lambda o: o["metadata"].get("labels") or {},
-            metrics,
-            timeout,
+        self._kueue: Kueue | None = None
+        # The stores, one a line: what is listed and watched, how it is keyed, what is kept.
+        store = functools.partial(Store, metrics=metrics, timeout=timeout)
+        self.namespaces: Store[str, Mapping[str, str]] = store(
+            "namespaces", core.list_namespace, key=name_key, value=_labels
         )
-        self.device_classes: Store[str, Obj] = Store(
+        self.device_classes: Store[str, Obj] = store(
             "deviceclasses",
-            self._resource.list_device_class,
-            name_key,
-            lambda o: o,
-            metrics,
-            timeout,
+            resource.list_device_class,
+            key=name_key,
+            value=_itself,
             on_change=self._refresh_catalog,
         )
         # Of each ResourceSlice only its driver and the capacities of its shared devices: which
         # drivers publish devices several claims share (consumable capacity), for the catalog.
-        self.slices: Store[str, Sharing] = Store(
+        self.slices: Store[str, Sharing] = store(
             "resourceslices",
-            self._resource.list_resource_slice,
-            name_key,
-            slice_sharing,
-            metrics,
-            timeout,
+            resource.list_resource_slice,
+            key=name_key,
+            value=slice_sharing,
             on_change=self._refresh_sharing,
         )
-        self.templates: Store[tuple[str, str], Cached] = Store(
+        self.templates: Store[tuple[str, str], Cached] = store(
             "resourceclaimtemplates",
-            self._resource.list_resource_claim_template_for_all_namespaces,
-            namespaced_key,
-            cached,
-            metrics,
-            timeout,
+            resource.list_resource_claim_template_for_all_namespaces,
+            key=namespaced_key,
+            value=cached,
         )
         self.quotas: NamespacedStore[Quota] = NamespacedStore(
             "resourcequotas",
-            self._core.list_resource_quota_for_all_namespaces,
-            namespaced_key,
-            Quota.of,
-            metrics,
-            timeout,
+            core.list_resource_quota_for_all_namespaces,
+            key=namespaced_key,
+            value=Quota.of,
+            metrics=metrics,
+            timeout=timeout,
         )
         # Kueue's ConfigMap and Deployment, by name: whether it counts queued pods' claims.
-        self._kueue: Kueue | None = None
-        self.kueue_config: Store[str, Obj] = Store(
+        self.kueue_config: Store[str, Obj] = store(
             "kueue-config",
-            functools.partial(
-                self._core.list_namespaced_config_map,
-                kueue.NAMESPACE,
-                field_selector=f"metadata.name={kueue.CONFIG}",
-            ),
-            name_key,
-            lambda o: o,
-            metrics,
-            timeout,
+            _kueue_named(core.list_namespaced_config_map, kueue.CONFIG),
+            key=name_key,
+            value=_itself,
             on_change=self._refresh_kueue,
         )
-        self.kueue_manager: Store[str, Obj] = Store(
+        self.kueue_manager: Store[str, Obj] = store(
             "kueue-manager",
-            functools.partial(
-                client.AppsV1Api(api).list_namespaced_deployment,
-                kueue.NAMESPACE,
-                field_selector=f"metadata.name={kueue.DEPLOYMENT}",
-            ),
-            name_key,
-            lambda o: o,
-            metrics,
-            timeout,
+            _kueue_named(client.AppsV1Api(api).list_namespaced_deployment, kueue.DEPLOYMENT),
+            key=name_key,
+            value=_itself,
             on_change=self._refresh_kueue,
         )
         self._stop = threading.Event()

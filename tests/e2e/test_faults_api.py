@@ -174,7 +174,12 @@ def test_a_watch_too_old_to_resume_relists(
 
     watched: list[str] = []
     store: Store[str, Any] = Store(
-        "namespaces", list_namespaces, lambda o: o["metadata"]["name"], dict, metrics, 5
+        "namespaces",
+        list_namespaces,
+        key=lambda o: o["metadata"]["name"],
+        value=dict,
+        metrics=metrics,
+        timeout=5,
     )
     stop = threading.Event()
     caplog.set_level(logging.WARNING, "app.watch.stores")

@@ -53,9 +53,9 @@ def test_store_relists_after_gone() -> None:
     store: Store[str, dict[str, str]] = Store(
         "namespaces",
         api,
-        lambda o: o["metadata"]["name"],
-        lambda o: o["metadata"]["labels"],
-        metrics,
+        key=lambda o: o["metadata"]["name"],
+        value=lambda o: o["metadata"]["labels"],
+        metrics=metrics,
         timeout=1,
     )
     seen: list[set[str]] = []
@@ -86,7 +86,12 @@ def test_synced_gauge_drops_while_a_broken_watch_relists() -> None:
             return super().__call__(watch, **kwargs)
 
     store: Store[str, dict[str, str]] = Store(
-        "namespaces", Recording(stop), lambda o: o["metadata"]["name"], dict, metrics, timeout=1
+        "namespaces",
+        Recording(stop),
+        key=lambda o: o["metadata"]["name"],
+        value=dict,
+        metrics=metrics,
+        timeout=1,
     )
     assert synced() == 0, "exported as 0 before the first list"
     store.run(stop)
@@ -135,9 +140,9 @@ def test_quotas_are_read_by_namespace() -> None:
     store: NamespacedStore[Quota] = NamespacedStore(
         "resourcequotas",
         QuotaApi(stop),
-        lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]),
-        Quota.of,
-        CacheMetrics(),
+        key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]),
+        value=Quota.of,
+        metrics=CacheMetrics(),
         timeout=1,
     )
     store.run(stop)
