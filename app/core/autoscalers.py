@@ -184,7 +184,7 @@ def env_value(container: Obj, name: str) -> str | None:
     return None
 
 
-def _truth(value: str | None, default: bool) -> bool:
+def _truth(value: str | None, *, default: bool) -> bool:
     return default if value is None else value.strip().lower() == "true"
 
 
@@ -221,7 +221,14 @@ def karpenter(deployment: Obj) -> Autoscaler:
     provider = _karpenter_provider(image)
 
     def said(why: str) -> Autoscaler:  # no Karpenter counts as able: see the module's doc
-        return Autoscaler("karpenter", at, False, why, _where(deployment), provider)
+        return Autoscaler(
+            "karpenter",
+            at,
+            adds_dra_nodes=False,
+            reason=why,
+            where=_where(deployment),
+            provider=provider,
+        )
 
     if at is not None and at < KARPENTER_FLAG_SINCE:
         why = "before v1.7.0 Karpenter does not look at claims: the nodes it adds have no devices"
@@ -229,7 +236,7 @@ def karpenter(deployment: Obj) -> Autoscaler:
     # The flag wins over the environment (BoolVarWithEnv: the env is the default).
     flagged = flag(_words(controller), IGNORE_DRA, boolean=True)
     setting = flagged if flagged is not None else env_value(controller, IGNORE_DRA_ENV)
-    if _truth(setting, True):
+    if _truth(setting, default=True):
         how = "its default" if setting is None else "as set"
         why = (
             f"--{IGNORE_DRA} is true ({how}): it skips pods with claims (setting it false is "
@@ -275,36 +282,43 @@ def cluster_autoscaler(deployment: Obj) -> Autoscaler:
     provider = flag(words, "cloud-provider") or ""
     groups = node_groups(words)
 
-    def said(adds: bool, why: str) -> Autoscaler:
-        where = _where(deployment)
-        return Autoscaler("cluster-autoscaler", at, adds, why, where, provider, groups)
+    def said(why: str, *, adds: bool) -> Autoscaler:
+        return Autoscaler(
+            "cluster-autoscaler",
+            at,
+            adds_dra_nodes=adds,
+            reason=why,
+            where=_where(deployment),
+            provider=provider,
+            node_groups=groups,
+        )
 
     enabled = at is not None and at >= CA_DRA_LOCKED_SINCE
-    enabled = enabled or _truth(flag(words, ENABLE_DRA, boolean=True), False)
+    enabled = enabled or _truth(flag(words, ENABLE_DRA, boolean=True), default=False)
     if not enabled:
         why = (
             f"--{ENABLE_DRA} is off (its default before 1.35.0): it does not simulate claims "
             "(turn it on, with the clusterapi provider, 1.37.0 or later)"
         )
-        return said(False, why)
+        return said(why, adds=False)
     if provider not in CA_DRA_PROVIDERS:
         why = (
             f"its cloud provider {provider or 'unset'!r} predicts no devices for a node group "
             "at zero nodes (only clusterapi does, with the annotation "
             f"{DRA_DRIVER_ANNOTATION}); a group with a DRA node already publishes devices"
         )
-        return said(False, why)
+        return said(why, adds=False)
     if at is None or at < CA_CLUSTERAPI_SINCE:
         why = (
             "clusterapi scale-from-zero for claims is broken before the fix of "
             "kubernetes/autoscaler#10200 (#10199): upgrade to 1.37.0 or later"
         )
-        return said(False, why)
+        return said(why, adds=False)
     why = (
         f"clusterapi adds DRA nodes to node groups annotated {DRA_DRIVER_ANNOTATION} "
         "(a group without it gets none)"
     )
-    return said(True, why)
+    return said(why, adds=True)
 
 
 def gke(nodes: Iterable[Obj]) -> Autoscaler | None:
@@ -319,7 +333,9 @@ def gke(nodes: Iterable[Obj]) -> Autoscaler | None:
     if not pools:
         return None
     why = f"node pool {', '.join(pools)} is labelled {GKE_DRA_LABEL}=true: it scales it for claims"
-    return Autoscaler("gke", None, True, why, where="pool " + ", ".join(pools))
+    return Autoscaler(
+        "gke", None, adds_dra_nodes=True, reason=why, where="pool " + ", ".join(pools)
+    )
 
 
 def of(deployment: Obj) -> Autoscaler | None:
