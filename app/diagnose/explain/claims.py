@@ -10,7 +10,7 @@ from app.core.templates import TEMPLATE_PREFIX, describe_template, is_managed
 from app.diagnose.explain.allocation import allocated_to, analyse_request
 from app.diagnose.explain.facts import PodFacts
 from app.diagnose.explain.shares import capacity_requests, consumed_capacity
-from app.diagnose.explain.step import Step, unreadable_step
+from app.diagnose.explain.step import Step, StepCode, unreadable_step
 from app.readers.cel.devices import devices_of
 from app.readers.client import ReadError
 
@@ -91,6 +91,7 @@ def claim_steps(facts: PodFacts) -> list[Step]:
                     f"{label}: no ResourceClaim: the namespace's ResourceQuota refuses it "
                     f"({refused}); the pod waits until the quota has room",
                     ("delete other pods' claims in the namespace, or raise the quota",),
+                    code=StepCode.CLAIM_OVER_QUOTA,
                 )
             )
             continue

@@ -21,7 +21,7 @@ from app.core.templates import TEMPLATE_PREFIX
 from app.core.translate import Translation, describe, translate
 from app.diagnose.explain.claims import claim_steps, extended_steps
 from app.diagnose.explain.facts import PodFacts
-from app.diagnose.explain.step import Step, unreadable_step
+from app.diagnose.explain.step import Step, StepCode, unreadable_step
 from app.readers.client import ReadError, cannot_read
 
 
@@ -194,7 +194,7 @@ def explain(facts: PodFacts, policy: Policy) -> Explanation:
         if ours:
             steps.append(Step("PASS", f"translated by gpu2dra: claim(s) {', '.join(ours)}"))
         steps += claim_steps(facts)
-    refused = any("ResourceQuota refuses it" in s.text for s in steps)
+    refused = any(s.code is StepCode.CLAIM_OVER_QUOTA for s in steps)
     if refused and not spec.get("nodeName"):
         steps.append(Step("FAIL", "not scheduled: the scheduler waits until its claims exist"))
     else:

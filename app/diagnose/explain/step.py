@@ -4,6 +4,7 @@ one way a step says what could not be read."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Literal
 
 from app.readers.client import ReadError, cannot_read
@@ -12,11 +13,18 @@ from app.readers.client import ReadError, cannot_read
 State = Literal["PASS", "FAIL", "WARN", "info"]
 
 
+class StepCode(StrEnum):
+    """What a step found that a later step reads: explain branches on it, not on words."""
+
+    CLAIM_OVER_QUOTA = "claim-over-quota"  # the namespace's ResourceQuota refuses a claim
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     state: State
     text: str
     details: tuple[str, ...] = ()
+    code: StepCode | None = None
 
 
 def unreadable_step(what: str, err: ReadError) -> Step:
