@@ -26,9 +26,6 @@ from app.core.outcomes import Code, Finding
 NAMESPACE, CONFIG, DEPLOYMENT = "kueue-system", "kueue-manager-config", "kueue-controller-manager"
 CONFIG_KEY = "controller_manager_config.yaml"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-# The scheduling gate the pod integration sets until the pod's Workload is admitted.
-ADMISSION_GATE = "kueue.x-k8s.io/admission"
-WORKLOAD_VERSIONS = ("v1beta2", "v1beta1")
 # The integrations whose Workloads are built from the pods themselves.
 POD_BASED = ("pod", "deployment")
 # The version that renamed the gate and turned it on; the first that counted claims at all.
@@ -202,39 +199,3 @@ def uncounted(kueue: Kueue, classes: Iterable[str], selects: bool, then: str) ->
     if selects:
         return Finding(Code.KUEUE_SELECTORS, **said)
     return None
-
-
-def admission_gated(spec: Obj) -> bool:
-    """Whether Kueue's admission gate holds the pod of `spec` back from the scheduler."""
-    gates = spec.get("schedulingGates") or []
-    return any(isinstance(g, dict) and g.get("name") == ADMISSION_GATE for g in gates)
-
-
-def workload_of(pod: Obj, workloads: Iterable[Obj]) -> Obj | None:
-    """The Workload that the pod integration made of `pod`: the one the pod owns."""
-    uid = pod["metadata"].get("uid")
-    for workload in workloads:
-        owners = (workload.get("metadata") or {}).get("ownerReferences") or []
-        if any(isinstance(o, dict) and o.get("uid") == uid for o in owners):
-            return workload
-    return None
-
-
-# A Workload's conditions, in the order that says best why it is not admitted.
-_WAITING = ("QuotaReserved", "Admitted", "PodsReady")
-
-
-def waiting_for(workload: Obj) -> str:
-    """Why a Workload is not admitted, in Kueue's words (its conditions' messages)."""
-    conditions = [
-        c for c in (workload.get("status") or {}).get("conditions") or [] if isinstance(c, dict)
-    ]
-    if any(c.get("type") == "Finished" and c.get("status") == "True" for c in conditions):
-        return "finished"
-    for kind in _WAITING:
-        for condition in conditions:
-            if condition.get("type") == kind and condition.get("status") == "False":
-                return str(condition.get("message") or condition.get("reason") or kind)
-    if any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conditions):
-        return "admitted: Kueue is about to lift the gate"
-    return "not yet considered for admission"

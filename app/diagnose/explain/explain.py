@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from app.core import kueue
 from app.core.catalog import Catalog, sharing_of, slice_sharing
 from app.core.intree import native_classes
 from app.core.kube import Obj
@@ -22,6 +21,7 @@ from app.core.translate import Translation, describe, translate
 from app.diagnose.explain.claims import claim_steps, extended_steps
 from app.diagnose.explain.facts import PodFacts
 from app.diagnose.explain.step import Step, StepCode, unreadable_step
+from app.diagnose.explain.workload import ADMISSION_GATE, admission_gated, waiting_for
 from app.readers.client import ReadError, cannot_read
 
 
@@ -144,7 +144,7 @@ def _schedule_step(facts: PodFacts) -> Step:
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     if spec.get("nodeName"):
         return Step("PASS", f"scheduled and bound to node {spec['nodeName']}")
-    if kueue.admission_gated(spec):
+    if admission_gated(spec):
         return _held_by_kueue(facts.workload)
     if spec.get("schedulingGates"):
         gates = ", ".join(g.get("name", "") for g in spec["schedulingGates"])
@@ -157,13 +157,13 @@ def _schedule_step(facts: PodFacts) -> Step:
 
 def _held_by_kueue(workload: Obj | ReadError | None) -> Step:
     """Why Kueue's admission gate is still on the pod, as its Workload's conditions say."""
-    held = f"not scheduled: Kueue holds it (scheduling gate {kueue.ADMISSION_GATE})"
+    held = f"not scheduled: Kueue holds it (scheduling gate {ADMISSION_GATE})"
     if isinstance(workload, ReadError):
         return Step("FAIL", held, (cannot_read(workload, "its Workload"),))
     if workload is None:
         return Step("FAIL", f"{held}: no Workload of it yet (is Kueue's manager running?)")
     name = workload["metadata"].get("name")
-    return Step("FAIL", f"{held}: Workload {name}: {kueue.waiting_for(workload)}")
+    return Step("FAIL", f"{held}: Workload {name}: {waiting_for(workload)}")
 
 
 def _event_line(event: Obj) -> str:

@@ -9,6 +9,7 @@ from app.core import kueue
 from app.core.kube import Obj
 from app.core.kueue import queued
 from app.diagnose.explain.facts import PodFacts
+from app.diagnose.explain.workload import WORKLOAD_VERSIONS, admission_gated, workload_of
 from app.readers.client import (
     RESOURCE,
     NotFound,
@@ -91,7 +92,7 @@ def gather(reader: Reader, namespace: str, name: str) -> PodFacts:
         webhook_registered=registered,
         quotas=attempt(partial(reader.items, f"/api/v1/namespaces/{namespace}/resourcequotas")),
         kueue=_kueue(reader) if queued(pod.get("metadata")) else None,
-        workload=_workload(reader, pod) if kueue.admission_gated(spec) else None,
+        workload=_workload(reader, pod) if admission_gated(spec) else None,
     )
 
 
@@ -100,14 +101,14 @@ def _workload(reader: Reader, pod: Obj) -> Obj | ReadError | None:
     Kueue v0.15, v1beta1 before)."""
     namespace = pod["metadata"].get("namespace")
     listed: list[Obj] | ReadError = NotFound("no Workload API")
-    for version in kueue.WORKLOAD_VERSIONS:
+    for version in WORKLOAD_VERSIONS:
         path = f"/apis/kueue.x-k8s.io/{version}/namespaces/{namespace}/workloads"
         listed = attempt(partial(reader.items, path))
         if not isinstance(listed, NotFound):
             break
     if isinstance(listed, ReadError):
         return listed
-    return kueue.workload_of(pod, listed)
+    return workload_of(pod, listed)
 
 
 def _kueue(reader: Reader) -> kueue.Kueue | ReadError | None:
