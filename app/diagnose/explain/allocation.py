@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.kube import Obj
@@ -46,94 +47,119 @@ def analyse_request(
     `wants` beside what other claims `consumed`. `refused`: the scheduler's reason when it
     refused the pod."""
     name, class_name, need = request.name, request.device_class, request.devices
-    wants_text = f"{need} x {class_name}" if need else f"all {class_name}"
+    asks = f"request {name} asks for " + (f"{need} x {class_name}" if need else f"all {class_name}")
     device_class = classes.get(class_name)
     if device_class is None:
-        return Step(
-            "FAIL", f"request {name} asks for {wants_text}: DeviceClass {class_name} does not exist"
-        )
-    lines, usable, errors = [], Counter[str](), 0
-    in_class = matching = taken = shared = full = 0
-    exprs = request.selectors
+        return Step("FAIL", f"{asks}: DeviceClass {class_name} does not exist")
+    survey = _Survey(claim=claim, owners=owners, wants=wants or {}, consumed=consumed or {})
     for device in devices:
-        where = f"{device.node or device.pool}/{device.name}"
-        try:
-            if not all(matches(e, device) for e in class_selectors(device_class)):
-                continue
-        except SelectorError as err:
-            errors += 1
-            lines.append(f"{where}: DeviceClass selector fails: {err}")
-            continue
-        in_class += 1
-        verdict = _match(exprs, device)
-        if verdict is not None:
-            if verdict.startswith("selector"):
-                errors += 1
-            lines.append(f"{where}: {verdict}")
-            continue
-        matching += 1
-        owner = owners.get(device.key)
-        if owner is not None and owner != claim and not device.allow_multiple:
-            taken += 1
-            lines.append(f"{where}: matches, but allocated to claim {owner}")
-            continue
-        if device.allow_multiple:
-            short = shortfall(device, wants or {}, (consumed or {}).get(device.key, {}))
-            if short is not None:
-                taken, full = taken + 1, full + 1
-                lines.append(f"{where}: matches and is shared, but {short}")
-                continue
-            shared += 1
-        usable[device.node] += 1
-        room = "shared, with room" if device.allow_multiple else "free"
-        lines.append(f"{where}: matches and is {room}")
-    anywhere = usable.pop("", 0)  # devices not bound to a node go with any node
-    best_node, best = max(usable.items(), key=lambda kv: kv[1], default=("", 0))
-    best += anywhere
+        survey.look(device, device_class, request.selectors)
+    best_node, best = survey.best()
     counts = (
-        f"{in_class} device(s) in the class, {matching} match the selectors, {taken} of those "
-        f"are allocated to other claims"
+        f"{survey.in_class} device(s) in the class, {survey.matching} match the selectors, "
+        f"{survey.taken} of those are allocated to other claims"
     )
+    lines = survey.lines
     if len(lines) > MAX_DEVICE_LINES:
         lines = [*lines[:MAX_DEVICE_LINES], f"... and {len(lines) - MAX_DEVICE_LINES} more"]
-    if errors:
+    if survey.errors:
         return Step(
             "FAIL",
-            f"request {name} asks for {wants_text}: a selector fails on {errors} device(s); the "
-            "scheduler aborts allocation with a CEL runtime error",
+            f"{asks}: a selector fails on {survey.errors} device(s); the scheduler aborts "
+            "allocation with a CEL runtime error",
             tuple(lines),
         )
-    if need and best >= need and shared and refused and CANNOT_ALLOCATE in refused:
+    if need and best >= need and survey.shared and refused and CANNOT_ALLOCATE in refused:
         return Step(
             "WARN",
-            f"request {name} asks for {wants_text}: {counts}; {best} on node {best_node or '-'} "
-            f"have room, yet the scheduler refused the pod ({CANNOT_ALLOCATE}): it can count "
-            "a claim it is allocating twice on a shared device, and then tries the pod again "
-            "only after 5 minutes (kube-scheduler --pod-max-in-unschedulable-pods-duration)",
+            f"{asks}: {counts}; {best} on node {best_node or '-'} have room, yet the scheduler "
+            f"refused the pod ({CANNOT_ALLOCATE}): it can count a claim it is allocating twice "
+            "on a shared device, and then tries the pod again only after 5 minutes "
+            "(kube-scheduler --pod-max-in-unschedulable-pods-duration)",
             (*lines, "docs/concepts/sharing.md#a-pod-refused-the-last-share"),
         )
     if need and best >= need:
         return Step(
             "info",
-            f"request {name} asks for {wants_text}: {counts}; {best} free on node "
-            f"{best_node or '-'} is enough: see the scheduler's events",
+            f"{asks}: {counts}; {best} free on node {best_node or '-'} is enough: see the "
+            "scheduler's events",
             tuple(lines),
         )
-    if not in_class:
-        why = "no device of the class is published (no driver, or no such devices)"
-    elif not need:
-        why = "allocationMode All"
-    elif not matching:
-        why = "no device matches the request's selectors"
-    elif matching < need:
-        why = f"only {matching} device(s) match the request's selectors"
-    elif matching - taken < need:
-        why = "capacity exhausted: the matching devices are allocated to other claims"
-        if full:
-            why += ", or their shared capacity is consumed"
-    else:
-        why = f"no single node has {need} free matching device(s) (at most {best})"
-    return Step("FAIL", f"request {name} asks for {wants_text}: {why}; {counts}", tuple(lines))
+    return Step("FAIL", f"{asks}: {survey.why(need, best)}; {counts}", tuple(lines))
+
+
+@dataclass
+class _Survey:
+    """The devices of a class as one request sees them, counted as they are looked at."""
+
+    claim: str
+    owners: Mapping[tuple[str, str, str], str]
+    wants: Mapping[str, Any]
+    consumed: Mapping[DeviceKey, Amounts]
+    lines: list[str] = field(default_factory=list)
+    usable: Counter[str] = field(default_factory=Counter)
+    in_class: int = 0
+    matching: int = 0
+    taken: int = 0  # matching, but held by other claims (or their shared capacity used up)
+    full: int = 0  # of those, shared devices with no room left
+    shared: int = 0  # usable devices that allow multiple allocations
+    errors: int = 0
+
+    def look(self, device: Device, device_class: Obj, selectors: tuple[str, ...]) -> None:
+        where = f"{device.node or device.pool}/{device.name}"
+        try:
+            if not all(matches(e, device) for e in class_selectors(device_class)):
+                return
+        except SelectorError as err:
+            self.errors += 1
+            self.lines.append(f"{where}: DeviceClass selector fails: {err}")
+            return
+        self.in_class += 1
+        verdict = _match(selectors, device)
+        if verdict is not None:
+            if verdict.startswith("selector"):
+                self.errors += 1
+            self.lines.append(f"{where}: {verdict}")
+            return
+        self.matching += 1
+        owner = self.owners.get(device.key)
+        if owner is not None and owner != self.claim and not device.allow_multiple:
+            self.taken += 1
+            self.lines.append(f"{where}: matches, but allocated to claim {owner}")
+            return
+        if device.allow_multiple:
+            short = shortfall(device, self.wants, self.consumed.get(device.key, {}))
+            if short is not None:
+                self.taken, self.full = self.taken + 1, self.full + 1
+                self.lines.append(f"{where}: matches and is shared, but {short}")
+                return
+            self.shared += 1
+        self.usable[device.node] += 1
+        room = "shared, with room" if device.allow_multiple else "free"
+        self.lines.append(f"{where}: matches and is {room}")
+
+    def best(self) -> tuple[str, int]:
+        """The node with the most usable devices, and how many it can use (devices not bound
+        to a node go with any node)."""
+        usable = Counter(self.usable)
+        anywhere = usable.pop("", 0)
+        node, most = max(usable.items(), key=lambda kv: kv[1], default=("", 0))
+        return node, most + anywhere
+
+    def why(self, need: int, best: int) -> str:
+        """Why fewer than `need` devices are usable on any one node."""
+        if not self.in_class:
+            return "no device of the class is published (no driver, or no such devices)"
+        if not need:
+            return "allocationMode All"
+        if not self.matching:
+            return "no device matches the request's selectors"
+        if self.matching < need:
+            return f"only {self.matching} device(s) match the request's selectors"
+        if self.matching - self.taken < need:
+            shared = ", or their shared capacity is consumed" if self.full else ""
+            return f"capacity exhausted: the matching devices are allocated to other claims{shared}"
+        return f"no single node has {need} free matching device(s) (at most {best})"
 
 
 def _match(exprs: tuple[str, ...], device: Device) -> str | None:

@@ -60,68 +60,77 @@ def extended_steps(
 
 
 def claim_steps(facts: PodFacts) -> list[Step]:
-    pod = facts.pod
-    namespace = pod["metadata"].get("namespace", "")
+    """Each of the pod's claims: its template, its ResourceClaim, the claim's allocation, and
+    for an unallocated claim each request against the devices."""
     steps: list[Step] = []
-    for pod_claim in (pod.get("spec") or {}).get("resourceClaims") or []:
-        label = f"claim {pod_claim.get('name')}"
-        template_name = pod_claim.get("resourceClaimTemplateName")
-        if template_name:
-            template = facts.templates.get(template_name)
-            by = "gpu2dra's " if str(template_name).startswith(TEMPLATE_PREFIX) else ""
-            if isinstance(template, ReadError):
-                steps.append(unreadable_step(f"{label}'s ResourceClaimTemplate", template))
-            elif template is None and not facts.claim_names.get(str(pod_claim.get("name"))):
-                steps.append(_missing_template(facts, label, by, f"{namespace}/{template_name}"))
-                continue
-            elif template is None:
-                # Its claim was made before the template went: the pod does not need it.
-                steps.append(
-                    Step("info", f"{label}: ResourceClaimTemplate {template_name} is gone")
-                )
-            else:
-                steps.append(_template_step(label, by, str(template_name), template))
-        claim_name = pod_claim.get("resourceClaimName") or facts.claim_names.get(
-            str(pod_claim.get("name"))
-        )
-        if not claim_name and (refused := _over_quota(facts, str(pod_claim.get("name")))):
-            steps.append(
-                Step(
-                    "FAIL",
-                    f"{label}: no ResourceClaim: the namespace's ResourceQuota refuses it "
-                    f"({refused}); the pod waits until the quota has room",
-                    ("delete other pods' claims in the namespace, or raise the quota",),
-                    code=StepCode.CLAIM_OVER_QUOTA,
-                )
+    for pod_claim in (facts.pod.get("spec") or {}).get("resourceClaims") or []:
+        template = _template_steps(facts, pod_claim)
+        steps += template
+        if not (template and template[-1].code is StepCode.TEMPLATE_MISSING):
+            steps += _claim_steps(facts, pod_claim)
+    return steps
+
+
+def _template_steps(facts: PodFacts, pod_claim: Obj) -> list[Step]:
+    """The template a pod claim names, if it names one."""
+    label = f"claim {pod_claim.get('name')}"
+    template_name = pod_claim.get("resourceClaimTemplateName")
+    if not template_name:
+        return []
+    namespace = facts.pod["metadata"].get("namespace", "")
+    template = facts.templates.get(template_name)
+    by = "gpu2dra's " if str(template_name).startswith(TEMPLATE_PREFIX) else ""
+    if isinstance(template, ReadError):
+        return [unreadable_step(f"{label}'s ResourceClaimTemplate", template)]
+    if template is None and not facts.claim_names.get(str(pod_claim.get("name"))):
+        return [_missing_template(facts, label, by, f"{namespace}/{template_name}")]
+    if template is None:
+        # Its claim was made before the template went: the pod does not need it.
+        return [Step("info", f"{label}: ResourceClaimTemplate {template_name} is gone")]
+    return [_template_step(label, by, str(template_name), template)]
+
+
+def _claim_steps(facts: PodFacts, pod_claim: Obj) -> list[Step]:
+    """The ResourceClaim of a pod claim: not made yet (and why), unreadable, allocated, or not
+    allocated and why not."""
+    label = f"claim {pod_claim.get('name')}"
+    namespace = facts.pod["metadata"].get("namespace", "")
+    claim_name = pod_claim.get("resourceClaimName") or facts.claim_names.get(
+        str(pod_claim.get("name"))
+    )
+    if not claim_name and (refused := _over_quota(facts, str(pod_claim.get("name")))):
+        return [
+            Step(
+                "FAIL",
+                f"{label}: no ResourceClaim: the namespace's ResourceQuota refuses it "
+                f"({refused}); the pod waits until the quota has room",
+                ("delete other pods' claims in the namespace, or raise the quota",),
+                code=StepCode.CLAIM_OVER_QUOTA,
             )
-            continue
-        if not claim_name:
-            steps.append(
-                Step(
-                    "FAIL",
-                    f"{label}: no ResourceClaim created yet (the resourceclaim controller in "
-                    "kube-controller-manager creates it from the template)",
-                )
+        ]
+    if not claim_name:
+        return [
+            Step(
+                "FAIL",
+                f"{label}: no ResourceClaim created yet (the resourceclaim controller in "
+                "kube-controller-manager creates it from the template)",
             )
-            continue
-        claim = facts.claims.get(claim_name)
-        if isinstance(claim, ReadError):
-            steps.append(unreadable_step(f"{label}'s ResourceClaim {claim_name}", claim))
-            continue
-        if claim is None:
-            steps.append(Step("FAIL", f"{label}: ResourceClaim {namespace}/{claim_name} not found"))
-            continue
-        allocation = (claim.get("status") or {}).get("allocation")
-        if allocation:
-            results = (allocation.get("devices") or {}).get("results") or []
-            got = ", ".join(f"{r.get('pool')}/{r.get('device')}" for r in results)
-            steps.append(Step("PASS", f"{label}: ResourceClaim {claim_name} allocated: {got}"))
-            continue
-        steps.append(Step("FAIL", f"{label}: ResourceClaim {claim_name} is not allocated"))
-        steps += _devices_steps(facts, claim, f"{namespace}/{claim_name}")
-        constraints = (claim.get("spec") or {}).get("devices", {}).get("constraints")
-        if constraints:
-            steps.append(Step("info", f"{label}: its constraints ({constraints}) are not checked"))
+        ]
+    claim = facts.claims.get(claim_name)
+    if isinstance(claim, ReadError):
+        return [unreadable_step(f"{label}'s ResourceClaim {claim_name}", claim)]
+    if claim is None:
+        return [Step("FAIL", f"{label}: ResourceClaim {namespace}/{claim_name} not found")]
+    allocation = (claim.get("status") or {}).get("allocation")
+    if allocation:
+        results = (allocation.get("devices") or {}).get("results") or []
+        got = ", ".join(f"{r.get('pool')}/{r.get('device')}" for r in results)
+        return [Step("PASS", f"{label}: ResourceClaim {claim_name} allocated: {got}")]
+    steps = [Step("FAIL", f"{label}: ResourceClaim {claim_name} is not allocated")]
+    steps += _devices_steps(facts, claim, f"{namespace}/{claim_name}")
+    constraints = (claim.get("spec") or {}).get("devices", {}).get("constraints")
+    if constraints:
+        steps.append(Step("info", f"{label}: its constraints ({constraints}) are not checked"))
     return steps
 
 
@@ -147,6 +156,7 @@ def _missing_template(facts: PodFacts, label: str, by: str, key: str) -> Step:
         f"{label}: {by}ResourceClaimTemplate {key} is missing: no ResourceClaim can be made "
         "(FailedResourceClaimCreation)",
         (*evidence, remedy),
+        code=StepCode.TEMPLATE_MISSING,
     )
 
 

@@ -24,14 +24,7 @@ from app.readers.registrations import MUTATING_WEBHOOK, registrations
 
 def gather(reader: Reader, namespace: str, name: str) -> PodFacts:
     """The pod (which must be readable) and what it depends on, each as far as it can be read."""
-    try:
-        pod = reader.find(f"/api/v1/namespaces/{namespace}/pods/{name}")
-    except Unreachable:
-        raise
-    except ReadError as err:
-        raise ReadError(cannot_read(err, f"pod {namespace}/{name}")) from None
-    if pod is None:
-        raise ReadError(f"pod {namespace}/{name} not found")
+    pod = _pod(reader, namespace, name)
     ns = attempt(partial(reader.find, f"/api/v1/namespaces/{namespace}"))
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     in_ns = f"{RESOURCE}/namespaces/{namespace}"
@@ -44,32 +37,13 @@ def gather(reader: Reader, namespace: str, name: str) -> PodFacts:
         str(s.get("name")): s.get("resourceClaimName")
         for s in status.get("resourceClaimStatuses") or []
     }
-    wanted = {
-        str(n)
-        for c in spec.get("resourceClaims") or []
-        if (n := c.get("resourceClaimName") or claim_names.get(str(c.get("name"))))
-    }
-    # The claim the scheduler made for the pod's extended resources (the in-tree path).
-    if extended := (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"):
-        wanted.add(str(extended))
     claims = {
-        n: attempt(partial(reader.find, f"{in_ns}/resourceclaims/{n}")) for n in sorted(wanted)
+        n: attempt(partial(reader.find, f"{in_ns}/resourceclaims/{n}"))
+        for n in sorted(_claims_of(spec, status, claim_names))
     }
     unallocated = not spec.get("nodeName") or any(
         isinstance(c, dict) and not (c.get("status") or {}).get("allocation")
         for c in claims.values()
-    )
-    events = attempt(
-        lambda: reader.items(
-            f"/api/v1/namespaces/{namespace}/events",
-            fieldSelector=f"involvedObject.kind=Pod,involvedObject.name={name}",
-        )
-    )
-    regs = attempt(lambda: registrations(reader))
-    registered = (
-        None
-        if isinstance(regs, ReadError)
-        else any(h.get("name") == MUTATING_WEBHOOK for r in regs for h in r.webhooks)
     )
     return PodFacts(
         pod=pod,
@@ -88,12 +62,51 @@ def gather(reader: Reader, namespace: str, name: str) -> PodFacts:
         slices=attempt(partial(reader.items, f"{RESOURCE}/resourceslices"))
         if unallocated or not spec.get("resourceClaims")
         else [],
-        events=events,
-        webhook_registered=registered,
+        events=attempt(
+            lambda: reader.items(
+                f"/api/v1/namespaces/{namespace}/events",
+                fieldSelector=f"involvedObject.kind=Pod,involvedObject.name={name}",
+            )
+        ),
+        webhook_registered=_registered(reader),
         quotas=attempt(partial(reader.items, f"/api/v1/namespaces/{namespace}/resourcequotas")),
         kueue=_kueue(reader) if queued(pod.get("metadata")) else None,
         workload=_workload(reader, pod) if admission_gated(spec) else None,
     )
+
+
+def _pod(reader: Reader, namespace: str, name: str) -> Obj:
+    """The pod, or the ReadError that ends explain."""
+    try:
+        pod = reader.find(f"/api/v1/namespaces/{namespace}/pods/{name}")
+    except Unreachable:
+        raise
+    except ReadError as err:
+        raise ReadError(cannot_read(err, f"pod {namespace}/{name}")) from None
+    if pod is None:
+        raise ReadError(f"pod {namespace}/{name} not found")
+    return pod
+
+
+def _claims_of(spec: Obj, status: Obj, claim_names: dict[str, str | None]) -> set[str]:
+    """The names of the pod's ResourceClaims: named, made from its templates, and the one the
+    scheduler made for its extended resources (the in-tree path)."""
+    wanted = {
+        str(n)
+        for c in spec.get("resourceClaims") or []
+        if (n := c.get("resourceClaimName") or claim_names.get(str(c.get("name"))))
+    }
+    if extended := (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"):
+        wanted.add(str(extended))
+    return wanted
+
+
+def _registered(reader: Reader) -> bool | None:
+    """Whether gpu2dra's mutating webhook is registered; None when that cannot be read."""
+    regs = attempt(lambda: registrations(reader))
+    if isinstance(regs, ReadError):
+        return None
+    return any(h.get("name") == MUTATING_WEBHOOK for r in regs for h in r.webhooks)
 
 
 def _workload(reader: Reader, pod: Obj) -> Obj | ReadError | None:

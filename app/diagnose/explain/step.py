@@ -17,6 +17,7 @@ class StepCode(StrEnum):
     """What a step found that a later step reads: explain branches on it, not on words."""
 
     CLAIM_OVER_QUOTA = "claim-over-quota"  # the namespace's ResourceQuota refuses a claim
+    TEMPLATE_MISSING = "template-missing"  # no claim can be made: its template is gone
 
 
 @dataclass(frozen=True, slots=True)
