@@ -10,7 +10,7 @@ from datetime import timedelta
 from importlib import metadata
 from pathlib import Path
 
-from app.core.mig import mig_profile
+from app.core.nvidia.mig import mig_profile
 from app.core.policy import MODES
 from app.webhook.settings import Listen, Settings
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from app.core.catalog import Catalog
-from app.core.gfd import Requirement, node_requirements
 from app.core.kube import Obj
+from app.core.nvidia.gfd import Requirement, node_requirements
 from app.core.outcomes import Code, Finding
 from app.core.policy import LeaveOrTranslate
 

@@ -2,7 +2,7 @@
 gets leaves the pod as it is, with a warning that names it.
 
 Besides the containers' resources, three things say which GPUs a pod gets: the annotations a
-GPU scheduler reads (HAMi's), node terms on GPU vendor labels (gfd.py) and the scheduler
+GPU scheduler reads (HAMi's), node terms on GPU vendor labels (nvidia/gfd.py) and the scheduler
 itself. This module reads the first and the last; what it cannot translate it names.
 Rules and sources: docs/concepts/translation.md#fail-closed.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from app.core.gfd_cel import quote_cel
+from app.core.nvidia.gfd_cel import quote_cel
 from app.core.outcomes import Code, Finding
 from app.core.policy import Policy
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from app.core.kube import MAX_DEVICES_PER_CLAIM, Obj, cel_expressions
-from app.core.mig import mig_profile
+from app.core.nvidia.mig import mig_profile
 from app.core.outcomes import Code, Finding
 from app.core.policy import Policy, ResourceMapping
 from app.core.quantity import parse_quantity

@@ -18,7 +18,11 @@ from app.core.failclosed import (
     scheduler_problem,
     watched_annotations,
 )
-from app.core.gfd import (
+from app.core.initclaims import Claim, Legacy, Shape, cover, more_devices
+from app.core.intree import defer_reason
+from app.core.kube import Obj, Path
+from app.core.names import claim_name, request_name
+from app.core.nvidia.gfd import (
     NO_SELECTION,
     REMOVE,
     NodeSelection,
@@ -26,10 +30,6 @@ from app.core.gfd import (
     select_devices,
     shared_terms,
 )
-from app.core.initclaims import Claim, Legacy, Shape, cover, more_devices
-from app.core.intree import defer_reason
-from app.core.kube import Obj, Path
-from app.core.names import claim_name, request_name
 from app.core.outcomes import Code, Finding
 from app.core.policy import Policy, ResourceMapping
 from app.core.priority import preempting_class, preemption_warning

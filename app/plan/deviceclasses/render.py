@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.core.mig import device_class
+from app.core.nvidia.mig import device_class
 from app.manifests import yamlio
 
 

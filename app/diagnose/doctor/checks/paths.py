@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from app.core.catalog import Catalog
-from app.core.mig import plugin_resource
+from app.core.nvidia.mig import plugin_resource
 from app.core.policy import Policy, ResourceMapping
 from app.core.scope import namespace_mode
 from app.diagnose.doctor.checks.verdict import Verdict, unreadable

@@ -6,7 +6,7 @@ import kubernetes_validate
 import pytest
 
 from app.cli import main
-from app.core.mig import device_class, mig_profile, plugin_resource
+from app.core.nvidia.mig import device_class, mig_profile, plugin_resource
 from app.plan.deviceclasses.render import render
 from app.readers.cel.devices import class_selectors, devices_of, select
 from app.readers.profiles import published_profiles

@@ -11,7 +11,8 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from app.core.gfd_cel import (
+from app.core.kube import Obj
+from app.core.nvidia.gfd_cel import (
     MIG_INFIX,
     PRODUCT,
     REPLICAS,
@@ -19,8 +20,7 @@ from app.core.gfd_cel import (
     SHARING_STRATEGY,
     requirement_cel,
 )
-from app.core.kube import Obj
-from app.core.mig import mig_profile
+from app.core.nvidia.mig import mig_profile
 from app.core.policy import NodeLabels
 
 _GFD_PREFIXES = ("nvidia.com/gpu.", "nvidia.com/mig.", "nvidia.com/mig-", "nvidia.com/cuda.")

@@ -1,6 +1,6 @@
-"""GPU Feature Discovery node terms (app/core/gfd.py): which become device selectors, and which
-stay on the node side. The selectors they become are test_gfd_cel.py's; the pods in and out,
-rows of translation_cases.py."""
+"""GPU Feature Discovery node terms (app/core/nvidia/gfd.py): which become device selectors,
+and which stay on the node side. The selectors they become are test_gfd_cel.py's; the pods in
+and out, rows of translation_cases.py."""
 
 from __future__ import annotations
 

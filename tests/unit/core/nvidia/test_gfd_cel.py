@@ -1,5 +1,5 @@
-"""GFD node labels as CEL (app/core/gfd_cel.py): the selectors gpu2dra generates from a pod's
-node terms pick, evaluated as the scheduler evaluates them, the devices the label picked
+"""GFD node labels as CEL (app/core/nvidia/gfd_cel.py): the selectors gpu2dra generates from a
+pod's node terms pick, evaluated as the scheduler evaluates them, the devices the label picked
 nodes by."""
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""MIG profiles as the device plugin and the DRA driver spell them (app/core/mig.py)."""
+"""MIG profiles as the device plugin and the DRA driver spell them (app/core/nvidia/mig.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.core.mig import mig_profile
+from app.core.nvidia.mig import mig_profile
 
 
 @pytest.mark.parametrize(
