@@ -10,6 +10,7 @@ kubelet of its own.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 import time
@@ -165,6 +166,37 @@ def test_the_kubelet_runs_the_webhook_as_the_chart_hardens_it(
     assert readonly.returncode != 0 and "Read-only file system" in readonly.stderr
     version = exec_in(control_plane, pod, "gpu2dra", "--version").stdout
     assert version.startswith(f"gpu2dra {VERSION} (")
+
+
+def test_helm_test_runs_doctor_in_the_cluster(
+    control_plane: ControlPlane, api_client: client.ApiClient, installed: float
+) -> None:
+    """The chart's test hook: `gpu2dra doctor` as a pod with its read-only ServiceAccount,
+    reading the cluster and reaching the webhooks through their Service; helm test fails
+    when a check FAILs."""
+    done = subprocess.run(
+        [
+            str(control_plane.helm),
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "test",
+            NAME,
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--logs",
+            "--timeout",
+            "3m",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert f"TEST SUITE:     {NAME}-doctor" in said and "Phase:          Succeeded" in said, said
+    # doctor's own lines, from the pod's log: its checks ran against this cluster.
+    assert re.search(r"^PASS  webhooks ", said, re.M), said
+    assert not re.search(r"^FAIL ", said, re.M), said
 
 
 def test_a_gpu_pod_is_translated_by_the_charts_pods_and_runs_on_its_device(
