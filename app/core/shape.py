@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
+from app.core.claims import VISIBLE_DEVICES
 from app.core.failclosed import Annotations
 from app.core.kube import Obj
-from app.core.translate import VISIBLE_DEVICES
 
 # What translate() reads of a pod spec, besides its containers.
 SPEC_READS = (

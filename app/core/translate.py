@@ -12,19 +12,18 @@ from typing import Any, NamedTuple
 
 from app.core import capacity, consumable
 from app.core.catalog import Catalog
+from app.core.claims import Plan, rewritten, whole, write_claims
 from app.core.failclosed import (
     DeviceFilter,
     device_filter,
     scheduler_problem,
     watched_annotations,
 )
-from app.core.initclaims import Claim, Legacy, Shape, cover, more_devices
+from app.core.initclaims import Legacy
 from app.core.intree import defer_reason
 from app.core.kube import Obj, Path
-from app.core.names import claim_name, request_name
 from app.core.nvidia.gfd import (
     NO_SELECTION,
-    REMOVE,
     NodeSelection,
     mig_single,
     select_devices,
@@ -38,11 +37,10 @@ from app.core.resources import (
     asks_extended_resources,
     container_label,
     containers,
-    is_regular_init,
     legacy_requests,
     vendor_companions,
 )
-from app.core.templates import DeviceRequest, describe_template, sharing_config
+from app.core.templates import describe_template
 
 
 class Translation(NamedTuple):
@@ -60,39 +58,6 @@ class Translation(NamedTuple):
     @property
     def changed(self) -> bool:
         return bool(self.touched)
-
-
-# ---- writing claims ----------------------------------------------------------------------
-
-
-VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
-
-
-def _reads_visible_devices(container: Obj) -> bool:
-    env = container.get("env")
-    if isinstance(env, list):
-        for entry in env:
-            if isinstance(entry, dict) and entry.get("name") == VISIBLE_DEVICES:
-                return True
-    for field in ("command", "args"):
-        words = container.get(field)
-        if isinstance(words, list):
-            for word in words:
-                if isinstance(word, str) and VISIBLE_DEVICES in word:
-                    return True
-    return False
-
-
-def _claim_names_in_use(spec: Obj, pod_claims: list[Any]) -> set[str]:
-    """The pod's claim names and every name its containers refer to: a dangling reference
-    must stay dangling (and the pod invalid), not start to share a claim of ours."""
-    entries = list(pod_claims)
-    for _, _, container in containers(spec):
-        resources = container.get("resources")
-        claims = resources.get("claims") if isinstance(resources, dict) else None
-        if isinstance(claims, list):
-            entries.extend(claims)
-    return {e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)}
 
 
 def _unchanged(spec: Obj, warnings: list[Finding]) -> Translation:
@@ -180,16 +145,6 @@ def _fail_closed(
     return hami
 
 
-class _Plan(NamedTuple):
-    """The devices each request becomes."""
-
-    legacy: Legacy  # as asked, or as MIG requests on a MIG single-strategy node
-    used: list[LegacyRequest]  # the requests for one device or more
-    selection: NodeSelection
-    hami: tuple[str, ...]  # selectors of the HAMi annotations, for whole-GPU requests
-    shared: bool  # the pod's node terms pick shared GPUs
-
-
 class _InTree(NamedTuple):
     """The in-tree extended-resource path serves the pod as well: it is left to it."""
 
@@ -204,7 +159,7 @@ def _plan(
     policy: Policy,
     catalog: Catalog,
     warnings: list[Finding],
-) -> _Plan | _InTree | None:
+) -> Plan | _InTree | None:
     """What the requests become: MIG slices on MIG single-strategy nodes, sharing, GFD node
     terms as device selectors. None when the pod is left; _InTree when the in-tree
     extended-resource path serves it as well."""
@@ -219,7 +174,7 @@ def _plan(
     if selection is None:
         return None
     if not used:
-        return _Plan(legacy, used, selection=NO_SELECTION, hami=hami.selectors, shared=False)
+        return Plan(legacy, used, selection=NO_SELECTION, hami=hami.selectors, shared=False)
     found = [(field, c, lgs) for (field, _), (c, lgs) in legacy.items()]
     # What the in-tree path cannot give: device selectors from GFD node terms, a MIG slice
     # for a single-strategy nvidia.com/gpu, the driver's sharing config, and the selectors
@@ -230,7 +185,7 @@ def _plan(
         return _InTree(native)
     if not _has_room(spec, used, policy=policy, catalog=catalog, warnings=warnings):
         return None
-    return _Plan(legacy, used, selection=selection, hami=hami.selectors, shared=bool(shared))
+    return Plan(legacy, used, selection=selection, hami=hami.selectors, shared=bool(shared))
 
 
 class _Requests(NamedTuple):
@@ -246,7 +201,7 @@ def _on_mig_single(
     single-strategy nodes; None when the pod is left (a profile that cannot be told, or no
     mapping for it)."""
     used = [lg for _, found in legacy.values() for lg in found if lg.devices]
-    single = mig_single(spec) if any(_whole(lg) for lg in used) else None
+    single = mig_single(spec) if any(whole(lg) for lg in used) else None
     if single is None:
         return _Requests(legacy, used, mig_single=False)
     if single.problem is not None or single.profile is None:
@@ -272,7 +227,7 @@ def _shared(
     become claims here: HAMi's selectors only on whole GPUs, shared GPUs only for mappings
     that keep them shared, consumable capacity its drivers publish, every DeviceClass there.
     None when the pod is left."""
-    if hami.selectors and (others := sorted({lg.resource for lg in used if not _whole(lg)})):
+    if hami.selectors and (others := sorted({lg.resource for lg in used if not whole(lg)})):
         warnings.append(Finding(Code.HAMI_NOT_WHOLE, resources=", ".join(others)))
         return None
     shared = shared_terms(spec) if used else []
@@ -336,7 +291,7 @@ def _has_room(
     return all(f.code.kind != "left" for f in found)
 
 
-def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Finding]) -> Translation:
+def _claimed(spec: Obj, plan: Plan, pod_claims: list[Any], warnings: list[Finding]) -> Translation:
     """The pod spec with a claim per request (an init container reusing its app containers'
     where they cover it) and the templates the claims are made from."""
     shared = [lg for lg in plan.used if (plan.shared or lg.shared) and lg.mapping.sharing]
@@ -344,8 +299,8 @@ def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findi
         warnings.append(_sharing_note(sharing))
     if note := consumable.note(plan.used, plan.shared):
         warnings.append(note)
-    claims = _claims(spec, plan, pod_claims, warnings)
-    new_spec, touched = _rewritten(spec, plan, pod_claims, claims)
+    claims = write_claims(spec, plan, pod_claims, warnings)
+    new_spec, touched = rewritten(spec, plan, pod_claims, claims)
     templates = {c.template_name: c.template for c in claims.made}
     return Translation(
         new_spec,
@@ -355,111 +310,6 @@ def _claimed(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Findi
         uses=tuple(sorted({(c.resource, c.device_class) for c in claims.made})),
         capacities=consumable.capacities(plan.used),
     )
-
-
-def _device_request(lg: LegacyRequest, plan: _Plan) -> DeviceRequest:
-    """What one legacy request becomes: its class, count, selectors (its own, the node
-    terms', HAMi's for whole GPUs, the capacity it takes) and the driver's sharing config."""
-    node: tuple[str, ...] = plan.selection.selectors.get(lg.mapping.node_labels, ())
-    if _whole(lg):
-        node += plan.hami
-    config = ""
-    if (plan.shared or lg.shared) and lg.mapping.sharing:
-        kind = "MigDeviceConfig" if lg.mapping.node_labels == "mig" else "GpuConfig"
-        config = sharing_config(kind, lg.mapping.sharing)
-    taken = consumable.capacity(lg, plan.shared)
-    return DeviceRequest(
-        name=request_name(lg.resource),
-        device_class=lg.mapping.device_class,
-        devices=lg.devices,
-        selectors=lg.selectors + node + taken.selectors,
-        config=config,
-        capacity=taken.requests,
-    )
-
-
-class _Claims(NamedTuple):
-    made: list[Claim]  # the claims added to the pod, in order
-    of: dict[tuple[str, int], list[str]]  # (field, index) -> the claims its container names
-
-
-def _claims(spec: Obj, plan: _Plan, pod_claims: list[Any], warnings: list[Finding]) -> _Claims:
-    """A claim per request, named apart from the pod's own; a regular init container reuses
-    app containers' claims of its shape where they cover its devices."""
-    taken = _claim_names_in_use(spec, pod_claims)
-    salts: dict[str, int] = {}
-    new_claims: list[Claim] = []
-    app_claims: dict[Shape, dict[int, list[Claim]]] = {}
-    claims_of: dict[tuple[str, int], list[str]] = {}
-    own_init: dict[str, list[str]] = {}  # resource -> init containers with claims of their own
-    for (field, index), (container, found) in plan.legacy.items():
-        names = claims_of.setdefault((field, index), [])
-        for lg in found:
-            if not lg.devices:
-                continue
-            req = _device_request(lg, plan)
-            shape = (lg.resource, req.device_class, req.selectors, req.config, req.capacity)
-            if is_regular_init(field, container):
-                # `names`: each device of the container counts once
-                if (reused := cover(req.devices, app_claims.get(shape, {}), names)) is not None:
-                    names.extend(c.name for c in reused)
-                    continue
-                own_init.setdefault(lg.resource, []).append(str(container.get("name")))
-            name = claim_name(str(container.get("name")), req.name, taken, salts)
-            claim = Claim(
-                name=name,
-                template=req.template(),
-                resource=lg.resource,
-                device_class=req.device_class,
-                devices=req.devices,
-            )
-            taken.add(claim.name)
-            new_claims.append(claim)
-            if field == "containers":
-                app_claims.setdefault(shape, {}).setdefault(req.devices, []).append(claim)
-            names.append(claim.name)
-        if names and _reads_visible_devices(container):
-            who = container_label(field, container)
-            warnings.append(Finding(Code.VISIBLE_DEVICES, who=who))
-    if own_init:
-        warnings.extend(more_devices(plan.legacy, new_claims, own_init))
-    return _Claims(new_claims, claims_of)
-
-
-def _rewritten(
-    spec: Obj, plan: _Plan, pod_claims: list[Any], claims: _Claims
-) -> tuple[Obj, list[Path]]:
-    """The new pod spec (the input's untouched subtrees shared) and where it changed: the
-    containers' resources, the pod's claims, the node terms that became device selectors."""
-    new_spec = dict(spec)
-    touched: list[Path] = []
-    for field in ("initContainers", "containers"):
-        changed = [(i, c, f) for (fld, i), (c, f) in plan.legacy.items() if fld == field]
-        if not changed:
-            continue
-        items = list(spec[field])
-        for index, container, found in changed:
-            items[index] = _rewrite(container, found, claims.of[field, index])
-            touched.append((field, index, "resources"))
-        new_spec[field] = items
-    if claims.made:
-        new_spec["resourceClaims"] = [
-            *pod_claims,
-            *({"name": c.name, "resourceClaimTemplateName": c.template_name} for c in claims.made),
-        ]
-        touched.append(("resourceClaims",))
-    for key, value in plan.selection.spec_changes.items():
-        if value is REMOVE:
-            new_spec.pop(key, None)
-        else:
-            new_spec[key] = value
-        touched.append((key,))
-    return new_spec, touched
-
-
-def _whole(lg: LegacyRequest) -> bool:
-    """Whether the request is for whole GPUs: what HAMi's device annotations select."""
-    return lg.mapping.node_labels == "gpu"
 
 
 def _as_mig(legacy: Legacy, mapping: ResourceMapping, profile: str) -> Legacy:
@@ -492,28 +342,6 @@ def _sharing_note(sharings: list[str]) -> Finding:
     strategies = sorted({json.loads(s)["strategy"] for s in sharings})
     gates = ", ".join(_GATES[s] for s in strategies)
     return Finding(Code.SHARING_NARROWED, strategies=" and ".join(strategies), gates=gates)
-
-
-def _rewrite(container: Obj, found: list[LegacyRequest], claims: list[str]) -> Obj:
-    """The container without its legacy resources and with `claims` added."""
-    gone = {lg.resource for lg in found}
-    gone |= {lg.mapping.consumable.memory for lg in found if lg.memory and lg.mapping.consumable}
-    resources = dict(container["resources"])
-    for key in ("limits", "requests"):
-        amounts = resources.get(key)
-        if isinstance(amounts, dict) and gone & amounts.keys():
-            kept = {k: v for k, v in amounts.items() if k not in gone}
-            if kept:
-                resources[key] = kept
-            else:
-                del resources[key]
-    if claims:
-        existing = resources.get("claims") or []
-        have = {
-            c["name"] for c in existing if isinstance(c, dict) and isinstance(c.get("name"), str)
-        }
-        resources["claims"] = [*existing, *({"name": n} for n in claims if n not in have)]
-    return {**container, "resources": resources}
 
 
 def describe(spec: Obj, translation: Translation) -> str:
