@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from app.cli import arguments
-from app.core import policy
+from app.core import mapping, policy
 from app.core.outcomes import Code
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,14 +183,14 @@ MAPPING_FIELDS = {
         "captured, as the DRA driver spells it (`mig-1g.10gb.me` is `1g.10gb+me`).",
     ),
     "nodeLabels": (
-        " \\| ".join(f"`{v}`" for v in get_args(policy.NodeLabels)),
+        " \\| ".join(f"`{v}`" for v in get_args(mapping.NodeLabels)),
         "`gpu`; `mig` for a pattern",
         "Which GFD node labels may become device selectors: those of whole GPUs (product, "
         "family, memory, ...), those that hold for a MIG slice (its memory is the slice's), "
         "or none.",
     ),
     "inTree": (
-        " \\| ".join(f"`{v}`" for v in get_args(policy.InTree)),
+        " \\| ".join(f"`{v}`" for v in get_args(mapping.InTree)),
         "`defer`",
         "Where a DeviceClass serves the resource in-tree (`extendedResourceName`, "
         "KEP-5004): `defer` leaves a pod that gains nothing from translation to the "

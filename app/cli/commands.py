@@ -10,7 +10,8 @@ from pathlib import Path
 
 from app.cli.arguments import parser
 from app.core.catalog import Catalog
-from app.core.policy import PolicyError, load_policy
+from app.core.mapping import PolicyError
+from app.core.policy import load_policy
 from app.kubeconfig import NoCluster, context_namespace
 from app.manifests.documents import ManifestError
 from app.manifests.render import translate_text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping as AnyMapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -10,15 +9,15 @@ from typing import Any, Literal, TypeVar, get_args
 
 import yaml
 
+from app.core.mapping import (
+    PolicyError,
+    ResourceMapping,
+    expect,
+    parse_mapping,
+)
+
 Mode = Literal["enabled", "audit", "disabled"]
 OnError = Literal["allow", "deny"]
-# Which GPU Feature Discovery node labels can be turned into selectors for a mapping:
-# "gpu" devices are whole GPUs (product, family, memory); "mig" devices are slices of a GPU
-# (they carry the parent's product and family, but their memory is the slice's); "none".
-NodeLabels = Literal["gpu", "mig", "none"]
-# Where a DeviceClass serves the resource in-tree (extendedResourceName, KEP-5004): leave the
-# pods that gain nothing from translation to it, or translate every pod as elsewhere.
-InTree = Literal["defer", "translate"]
 # A pod whose priority class can preempt: on Kubernetes 1.34-1.37 the scheduler preempts for
 # device-plugin GPUs but not for DRA claims. Leave it on the device plugin, or translate it.
 LeaveOrTranslate = Literal["leave", "translate"]
@@ -95,45 +94,6 @@ ignoreKeys: []
 
 # Every default is written once, in the YAML above: a field a policy file leaves out takes it.
 DEFAULT: dict[str, Any] = yaml.safe_load(DEFAULT_POLICY_YAML)
-
-
-class PolicyError(ValueError):
-    """The policy file is not valid; the message says where."""
-
-
-@dataclass(frozen=True, slots=True)
-class Consumable:
-    """How a mapping's shared GPUs become consumable capacity of devices several claims share."""
-
-    shares: int = 1  # the `shares` one device-plugin replica takes; 0: time-sliced pods stay
-    memory: str = ""  # HAMi's memory resource (MiB) that becomes capacity `memory`; "": none
-    driver: str = "gpu.nvidia.com"  # the domain of the capacities (the DRA driver's name)
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceMapping:
-    """How one legacy extended resource becomes a DRA device request."""
-
-    resource: str  # exact name, or a prefix ending in `*` that captures a MIG profile
-    device_class: str
-    selectors: tuple[str, ...] = ()
-    node_labels: NodeLabels = "gpu"
-    in_tree: InTree = "defer"
-    # The driver's sharing settings (GpuSharing as canonical JSON) given to claims of pods
-    # that asked for shared GPUs; "" refuses to translate them (they would become exclusive).
-    sharing: str = ""
-    # Shared GPUs as DRA consumable capacity (KEP-5075): pods keep sharing devices with other
-    # pods. None: not (`sharing` decides).
-    consumable: Consumable | None = None
-
-    @property
-    def is_pattern(self) -> bool:
-        return self.resource.endswith("*")
-
-    @property
-    def takes_shares(self) -> bool:
-        """Pods on shared GPUs move onto the capacity `shares` of devices claims share."""
-        return self.consumable is not None and self.consumable.shares > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,11 +192,6 @@ def mode_label(labels: AnyMapping[str, str] | None) -> str | None:
     return (labels or {}).get(MODE_LABEL)
 
 
-def _expect(cond: bool, where: str, what: str) -> None:
-    if not cond:
-        raise PolicyError(f"{where}: {what}")
-
-
 Choice = TypeVar("Choice", bound=str)
 
 
@@ -247,114 +202,6 @@ def _choice(raw: AnyMapping[str, Any], key: str, choices: tuple[Choice, ...]) ->
         if value == choice:
             return choice
     raise PolicyError(f"{key}: must be one of {', '.join(choices)}, not {value!r}")
-
-
-def _mapping(resource: Any, raw: Any) -> ResourceMapping:
-    where = f"mappings[{resource!r}]"
-    _expect(isinstance(resource, str) and "/" in resource, where, "key must be a resource name")
-    _expect(isinstance(raw, dict), where, "must be a map")
-    unknown = set(raw) - {
-        "deviceClassName",
-        "selectors",
-        "nodeLabels",
-        "inTree",
-        "sharing",
-        "consumable",
-    }
-    _expect(not unknown, where, f"unknown field(s): {', '.join(sorted(unknown))}")
-    device_class = raw.get("deviceClassName")
-    _expect(isinstance(device_class, str) and bool(device_class), where, "needs deviceClassName")
-    selectors = raw.get("selectors", [])
-    _expect(
-        isinstance(selectors, list) and all(isinstance(s, str) and s for s in selectors),
-        where,
-        "selectors must be a list of CEL expressions",
-    )
-    _expect(
-        "*" not in resource[:-1],
-        where,
-        "`*` may only end the resource name",
-    )
-    default_labels = "mig" if resource.endswith("*") else "gpu"
-    node_labels = raw.get("nodeLabels", default_labels)
-    _expect(
-        node_labels in get_args(NodeLabels),
-        f"{where}.nodeLabels",
-        f"must be one of {', '.join(get_args(NodeLabels))}, not {node_labels!r}",
-    )
-    in_tree = raw.get("inTree", "defer")
-    _expect(
-        in_tree in get_args(InTree),
-        f"{where}.inTree",
-        f"must be one of {', '.join(get_args(InTree))}, not {in_tree!r}",
-    )
-    sharing = _sharing(raw.get("sharing", "refuse"), f"{where}.sharing")
-    consumable = _consumable(raw.get("consumable"), f"{where}.consumable")
-    if consumable is not None:
-        _expect(not sharing, where, "give `sharing` or `consumable`, not both")
-        _expect(
-            not resource.endswith("*") and node_labels == "gpu",
-            f"{where}.consumable",
-            "is for whole-GPU mappings (nodeLabels: gpu, no `*`)",
-        )
-        _expect(consumable.memory != resource, f"{where}.consumable.memory", "is the GPU itself")
-    return ResourceMapping(
-        resource,
-        device_class,
-        tuple(selectors),
-        node_labels,
-        in_tree=in_tree,
-        sharing=sharing,
-        consumable=consumable,
-    )
-
-
-def _consumable(raw: Any, where: str) -> Consumable | None:
-    """None (absent), or `{shares: N|none, memory: <resource>|none, driver: <name>}`."""
-    if raw is None:
-        return None
-    _expect(isinstance(raw, dict), where, "must be a map (shares, memory, driver)")
-    unknown = set(raw) - {"shares", "memory", "driver"}
-    _expect(not unknown, where, f"unknown field(s): {', '.join(sorted(unknown))}")
-    shares = raw.get("shares", 1)
-    shares = 0 if shares == "none" else shares
-    _expect(
-        isinstance(shares, int) and not isinstance(shares, bool) and 0 <= shares <= 1024,
-        f"{where}.shares",
-        f"must be none or the shares one replica takes (1 to 1024), not {shares!r}",
-    )
-    memory = raw.get("memory", "none")
-    memory = "" if memory == "none" else memory
-    _expect(
-        isinstance(memory, str) and (not memory or "/" in memory),
-        f"{where}.memory",
-        f"must be none or a resource name (nvidia.com/gpumem), not {memory!r}",
-    )
-    driver = raw.get("driver", "gpu.nvidia.com")
-    _expect(isinstance(driver, str) and bool(driver), f"{where}.driver", "must be a driver name")
-    _expect(bool(shares or memory), where, "shares and memory are both none: nothing to share")
-    return Consumable(shares, memory, driver)
-
-
-_STRATEGIES = ("TimeSlicing", "MPS")
-_STRATEGY_CONFIG = {"TimeSlicing": "timeSlicingConfig", "MPS": "mpsConfig"}
-
-
-def _sharing(raw: Any, where: str) -> str:
-    """`refuse`, a strategy name, or the driver's GpuSharing map; as canonical JSON."""
-    if raw == "refuse":
-        return ""
-    if isinstance(raw, str):
-        raw = {"strategy": raw}
-    _expect(isinstance(raw, dict), where, "must be refuse, TimeSlicing, MPS or a map")
-    strategy = raw.get("strategy")
-    _expect(strategy in _STRATEGIES, where, f"strategy must be one of {', '.join(_STRATEGIES)}")
-    config_key = _STRATEGY_CONFIG[strategy]
-    unknown = set(raw) - {"strategy", config_key}
-    _expect(not unknown, where, f"unknown field(s) for {strategy}: {', '.join(sorted(unknown))}")
-    config = raw.get(config_key, {"interval": "Default"} if strategy == "TimeSlicing" else {})
-    _expect(isinstance(config, dict), where, f"{config_key} must be a map")
-    return json.dumps({"strategy": strategy, config_key: config}, sort_keys=True)
 
 
 KEYS = {
@@ -375,28 +222,28 @@ KEYS = {
 
 
 def parse_policy(raw: Any) -> Policy:
-    _expect(isinstance(raw, dict), "policy", "must be a YAML map")
+    expect(isinstance(raw, dict), "policy", "must be a YAML map")
     unknown = set(raw) - KEYS
-    _expect(not unknown, "policy", f"unknown field(s): {', '.join(sorted(unknown))}")
+    expect(not unknown, "policy", f"unknown field(s): {', '.join(sorted(unknown))}")
     # A field left out takes the embedded default, mappings too: a file that only says
     # `defaultMode: enabled` still translates nvidia.com/gpu.
     mappings = raw.get("mappings", DEFAULT["mappings"])
-    _expect(isinstance(mappings, dict), "mappings", "must be a map of resource name to mapping")
+    expect(isinstance(mappings, dict), "mappings", "must be a map of resource name to mapping")
     keep = raw.get("keepNodeSelectors", DEFAULT["keepNodeSelectors"])
-    _expect(isinstance(keep, bool), "keepNodeSelectors", "must be true or false")
+    expect(isinstance(keep, bool), "keepNodeSelectors", "must be true or false")
     skip = raw.get("skipNamespaces", DEFAULT["skipNamespaces"])
-    _expect(
+    expect(
         isinstance(skip, list) and all(isinstance(n, str) for n in skip),
         "skipNamespaces",
         "must be a list of namespace names",
     )
     classes = raw.get("deviceClasses", DEFAULT["deviceClasses"])
-    _expect(
+    expect(
         isinstance(classes, list) and all(isinstance(c, str) and c for c in classes),
         "deviceClasses",
         "must be a list of DeviceClass names",
     )
-    parsed = tuple(_mapping(k, v) for k, v in mappings.items())
+    parsed = tuple(parse_mapping(k, v) for k, v in mappings.items())
     found = Policy(
         mappings=parsed,
         default_mode=_choice(raw, "defaultMode", MODES),
@@ -413,7 +260,7 @@ def parse_policy(raw: Any) -> Policy:
         ignore_keys=_ignore_keys(raw.get("ignoreKeys", DEFAULT["ignoreKeys"])),
     )
     for key in found.ignore_keys:
-        _expect(
+        expect(
             found.in_watched_domain(key),
             f"ignoreKeys[{key!r}]",
             "ignores nothing: only keys in "
@@ -423,7 +270,7 @@ def parse_policy(raw: Any) -> Policy:
 
 
 def _dra_schedulers(raw: Any) -> frozenset[str]:
-    _expect(
+    expect(
         isinstance(raw, list) and bool(raw) and all(isinstance(n, str) and n for n in raw),
         "draSchedulers",
         "must be a non-empty list of scheduler names (default-scheduler is the default one)",
@@ -432,18 +279,18 @@ def _dra_schedulers(raw: Any) -> frozenset[str]:
 
 
 def _ignore_keys(raw: Any) -> tuple[str, ...]:
-    _expect(isinstance(raw, list), "ignoreKeys", "must be a list of keys")
+    expect(isinstance(raw, list), "ignoreKeys", "must be a list of keys")
     for key in raw:
         where = f"ignoreKeys[{key!r}]"
-        _expect(isinstance(key, str), where, "must be a string")
+        expect(isinstance(key, str), where, "must be a string")
         domain, slash, name = key.partition("/")
-        _expect(
+        expect(
             bool(slash and domain) and "*" not in domain and "/" not in name,
             where,
             "must be a key with a domain (nvidia.com/numa-bind) or a prefix of one ending "
             "in `*` (hami.io/*)",
         )
-        _expect("*" not in name[:-1], where, "`*` may only end the key")
+        expect("*" not in name[:-1], where, "`*` may only end the key")
     return tuple(dict.fromkeys(raw))
 
 
@@ -453,7 +300,7 @@ def _mig_single(key: Any, mappings: tuple[ResourceMapping, ...]) -> ResourceMapp
     patterns = {m.resource: m for m in mappings if m.is_pattern}
     if key == DEFAULT["migSingle"] and key not in patterns:
         return None  # mappings of its own without a MIG pattern: nothing to translate with
-    _expect(key in patterns, "migSingle", f"must be none or a pattern mapping, not {key!r}")
+    expect(key in patterns, "migSingle", f"must be none or a pattern mapping, not {key!r}")
     return patterns[key]
 
 

@@ -14,9 +14,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from app.core.kube import MAX_DEVICES_PER_CLAIM, Obj, cel_expressions
+from app.core.mapping import ResourceMapping
 from app.core.nvidia.mig import mig_profile
 from app.core.outcomes import Code, Finding
-from app.core.policy import Policy, ResourceMapping
+from app.core.policy import Policy
 from app.core.quantity import parse_quantity
 
 # ---- containers ----------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from app.core.failclosed import (
 from app.core.initclaims import Legacy
 from app.core.intree import defer_reason
 from app.core.kube import Obj, Path
+from app.core.mapping import ResourceMapping
 from app.core.nvidia.gfd import (
     NO_SELECTION,
     NodeSelection,
@@ -30,7 +31,7 @@ from app.core.nvidia.gfd import (
     shared_terms,
 )
 from app.core.outcomes import Code, Finding
-from app.core.policy import Policy, ResourceMapping
+from app.core.policy import Policy
 from app.core.priority import preempting_class, preemption_warning
 from app.core.resources import (
     LegacyRequest,

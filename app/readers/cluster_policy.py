@@ -8,7 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from app.core.policy import Policy, PolicyError, load_policy, parse_policy
+from app.core.mapping import PolicyError
+from app.core.policy import Policy, load_policy, parse_policy
 from app.readers.client import Reader, ReadError
 from app.readers.registrations import registrations, service_of
 

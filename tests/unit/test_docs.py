@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from kubernetes.client import ApiClient
 
-from app.core.policy import PolicyError, parse_policy
+from app.core.mapping import PolicyError
+from app.core.policy import parse_policy
 from app.diagnose.doctor.checks import run_checks
 from app.diagnose.doctor.facts import Facts
 from app.exporter.server import Exporter

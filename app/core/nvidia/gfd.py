@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from app.core.kube import Obj
+from app.core.mapping import NodeLabels
 from app.core.nvidia.gfd_cel import (
     MIG_INFIX,
     PRODUCT,
@@ -21,7 +22,6 @@ from app.core.nvidia.gfd_cel import (
     requirement_cel,
 )
 from app.core.nvidia.mig import mig_profile
-from app.core.policy import NodeLabels
 
 _GFD_PREFIXES = ("nvidia.com/gpu.", "nvidia.com/mig.", "nvidia.com/mig-", "nvidia.com/cuda.")
 _ALL_KINDS: tuple[NodeLabels, ...] = ("gpu", "mig")

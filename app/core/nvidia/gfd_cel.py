@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
-from app.core.policy import NodeLabels
+from app.core.mapping import NodeLabels
 
 PRODUCT = "nvidia.com/gpu.product"
 FAMILY = "nvidia.com/gpu.family"

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.core.policy import Policy, PolicyError, load_policy, parse_policy
+from app.core.mapping import PolicyError
+from app.core.policy import Policy, load_policy, parse_policy
 
 
 def test_embedded_default() -> None:

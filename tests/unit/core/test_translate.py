@@ -10,10 +10,11 @@ import pytest
 
 from app.core.catalog import Catalog
 from app.core.kube import is_dns_label
+from app.core.mapping import ResourceMapping
 from app.core.names import claim_name
 from app.core.nvidia.mig import mig_profile
 from app.core.outcomes import Code, Finding, codes
-from app.core.policy import Policy, ResourceMapping, load_policy, parse_policy
+from app.core.policy import Policy, load_policy, parse_policy
 from app.core.resources import parse_count
 from app.core.translate import translate
 from tests.support.pods import GPU, MIG, Obj, container, gpu

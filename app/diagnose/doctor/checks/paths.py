@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from app.core.catalog import Catalog
+from app.core.mapping import ResourceMapping
 from app.core.nvidia.mig import plugin_resource
-from app.core.policy import Policy, ResourceMapping
+from app.core.policy import Policy
 from app.core.scope import namespace_mode
 from app.diagnose.doctor.checks.verdict import Verdict, unreadable
 from app.diagnose.doctor.facts import Facts
