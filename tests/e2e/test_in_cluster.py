@@ -121,7 +121,9 @@ def installed(
 
 def webhook_pods(api: client.ApiClient) -> list[Obj]:
     listed = client.CoreV1Api(api).list_namespaced_pod(
-        RELEASE_NAMESPACE, label_selector=f"app.kubernetes.io/name={NAME}"
+        RELEASE_NAMESPACE,
+        # The webhook's pods, not the helm test hook's (component test) that stays after it ran.
+        label_selector=f"app.kubernetes.io/name={NAME},app.kubernetes.io/component=webhook",
     )
     return [api.sanitize_for_serialization(p) for p in listed.items]
 

@@ -271,7 +271,7 @@ def run_cli(*args: str, stdin: Any = subprocess.DEVNULL) -> tuple[int, str, floa
 def test_cli_bombs_and_endless_input_within_bounds() -> None:
     """Bombs fail as fast as a small manifest is translated and grow the process no more than
     that does; endless input stops at the cap (64 MiB), as one line on stderr."""
-    small = Path(__file__).parent / "corpus/translate/ok--unicode.yaml"
+    small = Path(__file__).parent / "corpus/translate/warned--unicode.yaml"
     code, err, base_seconds, base_rss = run_cli("-f", str(small))
     assert code == 0, err
     for bomb in BOMBS[:3]:
