@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.core.kube import Obj
+from app.core.kube import Obj, command_words, flag_values
 
 Kind = Literal["karpenter", "cluster-autoscaler", "gke"]
 Version = tuple[int, int, int]
@@ -156,23 +156,10 @@ def version_of(image: str) -> Version | None:
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
-def _words(container: Obj) -> list[str]:
-    return [str(w) for w in (container.get("command") or []) + (container.get("args") or [])]
-
-
 def flag(words: list[str], name: str, boolean: bool = False) -> str | None:
-    """The last value of `--name` (`--name=v`, `--name v`; a bare boolean flag is "true",
-    as Go's flag package reads it: a boolean takes its value only after `=`)."""
-    found: str | None = None
-    for i, word in enumerate(words):
-        if word.startswith((f"--{name}=", f"-{name}=")):
-            found = word.split("=", 1)[1]
-        elif word in (f"--{name}", f"-{name}"):
-            if boolean:
-                found = "true"
-            elif i + 1 < len(words):
-                found = words[i + 1]
-    return found
+    """The last value of the flag `name`, as the process reads it (kube.flag_values)."""
+    values = flag_values(words, name, boolean=boolean)
+    return values[-1] if values else None
 
 
 def env_value(container: Obj, name: str) -> str | None:
@@ -234,7 +221,7 @@ def karpenter(deployment: Obj) -> Autoscaler:
         why = "before v1.7.0 Karpenter does not look at claims: the nodes it adds have no devices"
         return said(why)
     # The flag wins over the environment (BoolVarWithEnv: the env is the default).
-    flagged = flag(_words(controller), IGNORE_DRA, boolean=True)
+    flagged = flag(command_words(controller), IGNORE_DRA, boolean=True)
     setting = flagged if flagged is not None else env_value(controller, IGNORE_DRA_ENV)
     if _truth(setting, default=True):
         how = "its default" if setting is None else "as set"
@@ -260,13 +247,7 @@ def karpenter(deployment: Obj) -> Autoscaler:
 def node_groups(words: list[str]) -> tuple[NodeGroup, ...]:
     """The `--nodes=min:max:name` groups (AWS's longer min:max:type:region:name too)."""
     found = []
-    for i, word in enumerate(words):
-        if word.startswith("--nodes="):
-            value = word.split("=", 1)[1]
-        elif word == "--nodes" and i + 1 < len(words):
-            value = words[i + 1]
-        else:
-            continue
+    for value in flag_values(words, "nodes"):
         parts = value.split(":")
         if len(parts) >= 3 and parts[0].isdigit() and parts[1].isdigit():
             found.append(NodeGroup(parts[-1], int(parts[0]), int(parts[1])))
@@ -278,7 +259,7 @@ def cluster_autoscaler(deployment: Obj) -> Autoscaler:
     named = [c for c in containers if "cluster-autoscaler" in str(c.get("image") or "")]
     container = (named or containers or [{}])[0]
     at = version_of(str(container.get("image") or ""))
-    words = _words(container)
+    words = command_words(container)
     provider = flag(words, "cloud-provider") or ""
     groups = node_groups(words)
 

@@ -41,3 +41,24 @@ def cel_expressions(selectors: Any) -> tuple[str, ...]:
         for s in (selectors if isinstance(selectors, list) else ())
         if isinstance(s, dict) and isinstance(s.get("cel"), dict) and "expression" in s["cel"]
     )
+
+
+def command_words(container: Obj) -> list[str]:
+    """A container's command and args, as its process gets them."""
+    return [str(w) for w in (container.get("command") or []) + (container.get("args") or [])]
+
+
+def flag_values(words: list[str], name: str, *, boolean: bool = False) -> list[str]:
+    """Every value of the flag `name` on a command line, in order: `--name=v`, `--name v`
+    (or one dash, as Go's flag package reads them); a bare boolean flag is "true", since a
+    boolean takes its value only after `=`."""
+    found = []
+    for i, word in enumerate(words):
+        if word.startswith((f"--{name}=", f"-{name}=")):
+            found.append(word.split("=", 1)[1])
+        elif word in (f"--{name}", f"-{name}"):
+            if boolean:
+                found.append("true")
+            elif i + 1 < len(words):
+                found.append(words[i + 1])
+    return found

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from app.core.kube import Obj
+from app.core.kube import Obj, command_words, flag_values
 from app.core.outcomes import Code, Finding
 
 NAMESPACE, CONFIG, DEPLOYMENT = "kueue-system", "kueue-manager-config", "kueue-controller-manager"
@@ -113,15 +113,8 @@ def version(deployment: Obj) -> tuple[int, int] | None:
 
 
 def _flag_gates(manager: Obj) -> dict[str, bool]:
-    words = [str(w) for w in (manager.get("command") or []) + (manager.get("args") or [])]
     gates: dict[str, bool] = {}
-    for i, word in enumerate(words):
-        if word.startswith("--feature-gates="):
-            value = word.split("=", 1)[1]
-        elif word == "--feature-gates" and i + 1 < len(words):
-            value = words[i + 1]
-        else:
-            continue
+    for value in flag_values(command_words(manager), "feature-gates"):
         for pair in value.split(","):
             key, _, on = pair.partition("=")
             gates[key.strip()] = on.strip().lower() == "true"
