@@ -81,6 +81,13 @@ def parser() -> argparse.ArgumentParser:
             help="what keys on GPU requests and would stop seeing translated pods",
         )
     )
+    _add_capacity(
+        sub.add_parser(
+            "capacity",
+            parents=cluster,
+            help="GPU demand of enabled and audit namespaces against free DRA devices",
+        )
+    )
     _add_deviceclasses(
         sub.add_parser(
             "deviceclasses",
@@ -270,6 +277,12 @@ def _add_impact(impact: argparse.ArgumentParser) -> None:
         "-n", "--namespace", help="the namespace about to be enabled (its ResourceQuotas)"
     )
     impact.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text", help="output format"
+    )
+
+
+def _add_capacity(capacity: argparse.ArgumentParser) -> None:
+    capacity.add_argument(
         "-o", "--output", choices=("text", "json"), default="text", help="output format"
     )
 

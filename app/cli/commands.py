@@ -182,6 +182,12 @@ def _impact(args: argparse.Namespace) -> int:
     )
 
 
+def _capacity(args: argparse.Namespace) -> int:
+    from app.plan.capacity.command import run
+
+    return run(kubeconfig=args.kubeconfig, policy_file=args.policy, output=args.output)
+
+
 def _deviceclasses(args: argparse.Namespace) -> int:
     from app.plan.deviceclasses.command import run
 
@@ -221,6 +227,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "explain": _explain,
     "report": _report,
     "impact": _impact,
+    "capacity": _capacity,
     "deviceclasses": _deviceclasses,
     "quota": _quota,
     "prune-templates": _prune_templates,
