@@ -52,6 +52,8 @@ EVERY_CHECK = (
     "quota",
     "kueue",
     "preemption",
+    "autoscaling",
+    "capacity",
     "dcgm-exporter",
     "attribution",
 )

@@ -32,6 +32,7 @@ class Facts:
     resource_versions: list[str] | ReadError = field(default_factory=list)  # resource.k8s.io's
     device_classes: Listed = field(default_factory=list)
     slices: Listed = field(default_factory=list)
+    claims: Listed = field(default_factory=list)  # every namespace's ResourceClaims
     nodes: Listed = field(default_factory=list)
     namespaces: Listed = field(default_factory=list)
     registrations: list[Registration] | ReadError = field(default_factory=list)

@@ -42,6 +42,7 @@ def gather(reader: Reader) -> Facts:
         resource_versions=served,
         device_classes=dra("deviceclasses"),
         slices=dra("resourceslices"),
+        claims=dra("resourceclaims"),
         nodes=listed("/api/v1/nodes"),
         namespaces=listed("/api/v1/namespaces"),
         registrations=regs,

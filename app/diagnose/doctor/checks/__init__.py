@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.core.policy import Policy
+from app.diagnose.doctor.checks.capacity import check_autoscaling, check_capacity
 from app.diagnose.doctor.checks.cluster import (
     check_coexistence,
     check_deviceclasses,
@@ -43,6 +44,8 @@ CHECKS: dict[str, Callable[[Facts, Policy], Verdict]] = {
     "quota": check_quota,
     "kueue": check_kueue,
     "preemption": check_preemption,
+    "autoscaling": check_autoscaling,
+    "capacity": check_capacity,
     "dcgm-exporter": check_dcgm_exporter,
     "attribution": check_attribution,
 }
