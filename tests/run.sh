@@ -15,6 +15,7 @@ if command -v go >/dev/null || [ "${CI:-}" = true ]; then
   bash tests/k8s/build.sh
   bash tests/kueue/build.sh
   bash tests/karpenter/build.sh
+  bash tests/driver/build.sh
   # The real node of tests/e2e/test_node.py (containerd, kubelet, DRA plugin) runs as root, and
   # so do the chart's pods on it (tests/e2e/test_in_cluster.py), from the image the Dockerfile
   # builds (buildah, no Docker engine).
