@@ -1,0 +1,156 @@
+"""The devices NVIDIA's DRA driver publishes, built by its own code: tests/driver/build.sh
+builds the driver's kubelet-plugin package (sigs.k8s.io/dra-driver-nvidia-gpu at the version
+tests/driver/go.mod pins) with an inventory main and a mocked NVML, into
+<bin>/driver/inventory. Each layout below is run and compared, field by field, with its golden
+file in tests/driver/golden/, so a new driver release, go-nvml mock or fix shows here as a
+list of the fields that changed.
+
+    GPU2DRA_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest tests/e2e/test_driver_inventory.py
+
+rewrites the golden files from the built tool (then review the diff)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.controlplane import REPO_ROOT, find_bin_dir
+from tests.support.tools import missing
+
+BUILD_HINT = "tests/driver/build.sh"
+GOLDEN = REPO_ROOT / "tests" / "driver" / "golden"
+REGENERATE = os.environ.get("GPU2DRA_REGENERATE_GOLDEN") == "1"
+
+# Golden file name -> the inventory's arguments. The static layouts are the driver's default
+# (a MIG-enabled GPU publishes the MIG devices that exist, not itself); --dynamic-mig is its
+# DynamicMIG gate (every possible placement, counters in the slices).
+LAYOUTS: dict[str, list[str]] = {
+    "dgx-a100": [
+        "--product=A100-SXM4-40GB",
+        "--gpus=8",
+        "--mig=0=3g.20gb,2g.10gb,1g.5gb",
+        "--mig=1=1g.10gb,1g.10gb",
+    ],
+    "a100-80gb-x2": ["--product=A100-SXM4-80GB", "--gpus=2", "--mig=1=3g.40gb,3g.40gb"],
+    "h100-x1": ["--product=H100-SXM5-80GB", "--gpus=1"],
+    "dgx-h100": [
+        "--product=H100-SXM5-80GB",
+        "--gpus=8",
+        "--mig=7=3g.40gb,2g.20gb,1g.10gb,1g.20gb",
+    ],
+    "h200-x1": ["--product=H200-SXM5-141GB", "--gpus=1"],
+    "dgx-h200": ["--product=H200-SXM5-141GB", "--gpus=8"],
+    "h100-x1-dynamic-mig-slices": [
+        "--product=H100-SXM5-80GB",
+        "--gpus=1",
+        "--dynamic-mig",
+        "--slices",
+    ],
+    "a100-x2-dynamic-mig-slices": [
+        "--product=A100-SXM4-40GB",
+        "--gpus=2",
+        "--mig=1=",
+        "--dynamic-mig",
+        "--slices",
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def inventory() -> Path:
+    """The built tool; fails where Go could build it (always in CI), skips elsewhere."""
+    path = find_bin_dir() / "driver" / "inventory"
+    if not os.access(path, os.X_OK):
+        where = f"driver/inventory missing in {find_bin_dir()}"
+        if shutil.which("go") is not None:
+            pytest.fail(f"{where}: run `bash {BUILD_HINT}`", pytrace=False)
+        missing(f"Go is not installed to build the driver's inventory: {where}")
+    return path
+
+
+def run(inventory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(inventory), *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def differences(golden: Any, actual: Any, where: str = "") -> Iterator[str]:
+    """Each field where actual differs from golden, as 'path: golden X, driver Y'; lists of
+    named objects (devices, counter sets) are matched by name."""
+    if isinstance(golden, dict) and isinstance(actual, dict):
+        for key in sorted(golden.keys() | actual.keys()):
+            path = f"{where}.{key}" if where else key
+            if key not in actual:
+                yield f"{path}: golden {json.dumps(golden[key])}, driver has none"
+            elif key not in golden:
+                yield f"{path}: golden has none, driver {json.dumps(actual[key])}"
+            else:
+                yield from differences(golden[key], actual[key], path)
+    elif isinstance(golden, list) and isinstance(actual, list):
+        if all(isinstance(item, dict) and "name" in item for item in golden + actual):
+            yield from differences(
+                {item["name"]: item for item in golden},
+                {item["name"]: item for item in actual},
+                where,
+            )
+            order = [item["name"] for item in actual]
+            if order != [item["name"] for item in golden] and set(order) == {
+                item["name"] for item in golden
+            }:
+                yield f"{where or '.'}: same names in another order: {order}"
+        elif len(golden) != len(actual):
+            yield f"{where}: golden {len(golden)} items, driver {len(actual)}"
+        else:
+            for i, (g, a) in enumerate(zip(golden, actual, strict=True)):
+                yield from differences(g, a, f"{where}[{i}]")
+    elif golden != actual:
+        yield f"{where}: golden {json.dumps(golden)}, driver {json.dumps(actual)}"
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_driver_publishes_the_golden_devices(inventory: Path, layout: str) -> None:
+    result = run(inventory, *LAYOUTS[layout])
+    assert result.returncode == 0, result.stderr
+    actual = json.loads(result.stdout)
+    golden_file = GOLDEN / f"{layout}.json"
+    if REGENERATE:
+        golden_file.parent.mkdir(parents=True, exist_ok=True)
+        golden_file.write_text(json.dumps(actual, indent=2) + "\n")
+    assert golden_file.exists(), f"no {golden_file}: run with GPU2DRA_REGENERATE_GOLDEN=1"
+    found = list(differences(json.loads(golden_file.read_text()), actual))
+    assert not found, f"{layout}: the driver's devices differ from {golden_file.name}:\n" + (
+        "\n".join(found)
+    )
+
+
+def test_dumps_are_deterministic(inventory: Path) -> None:
+    first, second = (run(inventory, *LAYOUTS["dgx-a100"]).stdout for _ in range(2))
+    assert first == second
+
+
+def test_a_mig_layout_that_does_not_fit_is_refused(inventory: Path) -> None:
+    result = run(inventory, "--product=A100-SXM4-40GB", "--mig=0=3g.20gb,3g.20gb,3g.20gb")
+    assert result.returncode == 1
+    assert result.stderr.strip() == "inventory: GPU 0: no free placement left for 3g.20gb"
+
+
+def test_an_unknown_profile_names_the_known_ones(inventory: Path) -> None:
+    result = run(inventory, "--product=H100-SXM5-80GB", "--mig=0=1g.5gb")
+    assert result.returncode == 1
+    assert 'no MIG profile "1g.5gb" on NVIDIA H100 80GB HBM3 (it has 1g.10gb,' in result.stderr
+
+
+def test_real_nvml_without_a_driver_says_what_is_missing(inventory: Path, tmp_path: Path) -> None:
+    result = run(inventory, "--real", f"--driver-root={tmp_path}")
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"inventory: failed to locate driver libraries under {tmp_path}:"
+        ' error locating "libnvidia-ml.so.1"'
+    )
