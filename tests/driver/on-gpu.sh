@@ -9,12 +9,54 @@
 #   slices-dynamic-mig.json                     its ResourceSlice specs (split, 1.35+)
 #   times.txt                                   seconds per dump
 # and prints a short summary. Reads only: it creates no MIG device and changes no mode.
-#   OUT=/tmp/out bash tests/driver/on-gpu.sh .bin/driver/inventory [driver root, default /]
+#   OUT=/tmp/out bash tests/driver/on-gpu.sh .bin/driver/inventory [driver root]
+# The driver root is where the plugin (its --container-driver-root) finds libnvidia-ml.so.1:
+# under ROOT, ROOT/usr/lib64, ROOT/lib/x86_64-linux-gnu and the like (the driver's root.go).
+# Without one, the first of / and the folders ldconfig lists for libnvidia-ml.so.1 (taken back
+# to their root: /usr/local/nvidia/lib64 -> /usr/local/nvidia, as on GPU cloud images) that
+# holds it.
 set -uo pipefail
 inventory="${1:?usage: OUT=DIR on-gpu.sh INVENTORY [DRIVER_ROOT]}"
-driver_root="${2:-/}"
 out="${OUT:?set OUT to the folder for the results}"
 mkdir -p "$out"
+
+# The folders under a driver root where the driver's root.go looks for libnvidia-ml.so.1.
+library_dirs=(/usr/lib64 /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /lib64 /lib/x86_64-linux-gnu /lib/aarch64-linux-gnu)
+# has_nvml ROOT: whether the driver would find libnvidia-ml.so.1 under ROOT.
+has_nvml() {
+    local dir
+    for dir in / "${library_dirs[@]}"; do
+        [[ -e "${1%/}$dir/libnvidia-ml.so.1" ]] && return 0
+    done
+    return 1
+}
+# candidate_roots: /, then each folder ldconfig knows libnvidia-ml.so.1 in, taken back to its root.
+candidate_roots() {
+    local dir suffix root
+    echo /
+    command -v ldconfig >/dev/null || return 0
+    ldconfig -p 2>/dev/null | awk '$1 == "libnvidia-ml.so.1" {print $NF}' | while read -r library; do
+        dir="$(dirname "$library")"
+        root="$dir"
+        for suffix in "${library_dirs[@]}"; do
+            if [[ "$dir" == *"$suffix" ]]; then root="${dir%"$suffix"}"; break; fi
+        done
+        echo "${root:-/}"
+    done
+}
+if [[ $# -ge 2 ]]; then
+    driver_root="$2"
+else
+    driver_root=""
+    while read -r root; do
+        if has_nvml "$root"; then driver_root="$root"; break; fi
+    done < <(candidate_roots)
+    if [[ -z "$driver_root" ]]; then
+        echo "no libnvidia-ml.so.1 under / or the folders ldconfig lists; give the driver root" >&2
+        driver_root=/
+    fi
+fi
+echo "== driver root: $driver_root"
 
 echo "== machine: $(uname -srm); $(ldd --version 2>&1 | head -1)"
 if command -v nvidia-smi >/dev/null; then
