@@ -7,7 +7,11 @@ list of the fields that changed.
 
     GPU2DRA_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest tests/e2e/test_driver_inventory.py
 
-rewrites the golden files from the built tool (then review the diff)."""
+rewrites the golden files from the built tool (then review the diff).
+
+tests/driver/real/ holds what the same inventory printed on real GPUs (tests/driver/on-gpu.sh);
+the mock of each such product is compared with it, field by field, but for the fields that
+belong to the machine (UUIDs, PCI addresses, driver versions)."""
 
 from __future__ import annotations
 
@@ -47,6 +51,12 @@ LAYOUTS: dict[str, list[str]] = {
     ],
     "h200-x1": ["--product=H200-SXM5-141GB", "--gpus=1"],
     "dgx-h200": ["--product=H200-SXM5-141GB", "--gpus=8"],
+    "h200-x1-dynamic-mig-slices": [
+        "--product=H200-SXM5-141GB",
+        "--gpus=1",
+        "--dynamic-mig",
+        "--slices",
+    ],
     "h100-x1-dynamic-mig-slices": [
         "--product=H100-SXM5-80GB",
         "--gpus=1",
@@ -153,4 +163,84 @@ def test_real_nvml_without_a_driver_says_what_is_missing(inventory: Path, tmp_pa
     assert result.stderr.strip() == (
         f"inventory: failed to locate driver libraries under {tmp_path}:"
         ' error locating "libnvidia-ml.so.1"'
+    )
+
+
+# -- The mock against a real GPU ------------------------------------------------------------------
+
+REAL = REPO_ROOT / "tests" / "driver" / "real"
+
+# The attributes that belong to the machine the real dump ran on, not to its product: the
+# GPU's UUID (and its MIG devices' parentUUID), where it sits on the PCI bus (the mock puts
+# GPUs at a DGX's bus IDs; pcieRoot is read from the machine's sysfs, which a mock cannot
+# give), and the driver's and CUDA's versions.
+MACHINE_ATTRIBUTES = frozenset(
+    {
+        "uuid",
+        "parentUUID",
+        "resource.kubernetes.io/pciBusID",
+        "resource.kubernetes.io/pcieRoot",
+        "driverVersion",
+        "cudaDriverVersion",
+    }
+)
+
+# Real GPU -> the inventory's arguments for its mock, and the dumps on-gpu.sh wrote.
+REAL_GPUS: dict[str, list[str]] = {"h200": ["--product=H200-SXM5-141GB", "--gpus=1"]}
+REAL_DUMPS: dict[str, list[str]] = {
+    "devices": [],
+    "devices-dynamic-mig": ["--dynamic-mig"],
+    "slices-dynamic-mig": ["--dynamic-mig", "--slices"],
+}
+
+
+def without_machine(value: Any) -> Any:
+    """value with MACHINE_ATTRIBUTES left out of every device's attributes."""
+    if isinstance(value, list):
+        return [without_machine(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {key: without_machine(item) for key, item in value.items()}
+    if isinstance(value.get("attributes"), dict):
+        out["attributes"] = {
+            name: attribute
+            for name, attribute in value["attributes"].items()
+            if name not in MACHINE_ATTRIBUTES
+        }
+    return out
+
+
+def test_without_machine_leaves_out_exactly_the_machine_attributes() -> None:
+    device = {
+        "name": "gpu-0",
+        "attributes": {name: {"string": "x"} for name in [*MACHINE_ATTRIBUTES, "productName"]},
+        "capacity": {"memory": {"value": "16Gi"}},
+    }
+    assert without_machine([{"devices": [device]}]) == [
+        {
+            "devices": [
+                {
+                    "name": "gpu-0",
+                    "attributes": {"productName": {"string": "x"}},
+                    "capacity": {"memory": {"value": "16Gi"}},
+                }
+            ]
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("gpu", "dump"), [(gpu, dump) for gpu in sorted(REAL_GPUS) for dump in sorted(REAL_DUMPS)]
+)
+def test_the_mock_publishes_what_the_real_gpu_does(inventory: Path, gpu: str, dump: str) -> None:
+    real_file = REAL / gpu / f"{dump}.json"
+    real = json.loads(real_file.read_text())
+    result = run(inventory, *REAL_GPUS[gpu], *REAL_DUMPS[dump])
+    assert result.returncode == 0, result.stderr
+    mock = json.loads(result.stdout)
+    assert mock, "the mock published nothing"
+    found = list(differences(without_machine(real), without_machine(mock)))
+    assert not found, (
+        f"the mock {gpu} differs from the real one ({real_file.relative_to(REPO_ROOT)},"
+        " 'golden' below):\n" + "\n".join(found)
     )

@@ -11,7 +11,10 @@
 //     driver names MIG devices after them;
 //   - there are no MIG device handles (GetMaxMigDeviceCount, GetMigDeviceHandleByIndex,
 //     GetGpuInstanceById, GetComputeInstanceById), so static MIG devices cannot be listed;
-//   - UUIDs are random (uuid.New()); here they are derived from the product and the GPU's index.
+//   - UUIDs are random (uuid.New()); here they are derived from the product and the GPU's index;
+//   - the H200's MIG profiles are wrong in every field that a real H200 can be checked against
+//     (memory, multiprocessors, engines, memory-slice placements: h200 below replaces them
+//     with what NVML says on a real one, tests/driver/real/h200).
 //
 // This file is added to the driver's cmd/gpu-kubelet-plugin (package main) by
 // tests/driver/build.sh, next to inventory.go.
@@ -40,16 +43,21 @@ type product struct {
 	config gpus.Config
 	// What NVML's GetName() returns for it (the mock's own name may differ).
 	nvmlName string
+	// What GetAddressingMode answers (NONE where a real one of the product said so; nil:
+	// NOT_SUPPORTED, as the driver takes an unknown product to answer, and no attribute).
+	addressingMode *nvml.DeviceAddressingModeType
 }
+
+var addressingModeNone = nvml.DEVICE_ADDRESSING_MODE_NONE
 
 // The products the inventory's --product accepts, named as in nvidia-smi -L after "NVIDIA ".
 var products = map[string]product{
-	"A100-SXM4-40GB":  {gpus.A100_SXM4_40GB, "NVIDIA A100-SXM4-40GB"},
-	"A100-SXM4-80GB":  {gpus.A100_SXM4_80GB, "NVIDIA A100-SXM4-80GB"},
-	"A100-PCIE-40GB":  {gpus.A100_PCIE_40GB, "NVIDIA A100-PCIE-40GB"},
-	"H100-SXM5-80GB":  {gpus.H100_SXM5_80GB, "NVIDIA H100 80GB HBM3"},
-	"H200-SXM5-141GB": {gpus.H200_SXM5_141GB, "NVIDIA H200"},
-	"B200-SXM5-180GB": {gpus.B200_SXM5_180GB, "NVIDIA B200"},
+	"A100-SXM4-40GB":  {gpus.A100_SXM4_40GB, "NVIDIA A100-SXM4-40GB", nil},
+	"A100-SXM4-80GB":  {gpus.A100_SXM4_80GB, "NVIDIA A100-SXM4-80GB", nil},
+	"A100-PCIE-40GB":  {gpus.A100_PCIE_40GB, "NVIDIA A100-PCIE-40GB", nil},
+	"H100-SXM5-80GB":  {gpus.H100_SXM5_80GB, "NVIDIA H100 80GB HBM3", nil},
+	"H200-SXM5-141GB": {h200, "NVIDIA H200", &addressingModeNone},
+	"B200-SXM5-180GB": {gpus.B200_SXM5_180GB, "NVIDIA B200", nil},
 }
 
 // NVML's GPU-instance profile IDs (nvidia-smi mig -lgip) by profile index, the same on A100,
@@ -132,7 +140,7 @@ func newMockNVML(o mockOptions) (nvml.Interface, error) {
 		d := handle.(*server.Device)
 		d.UUID = "GPU-" + uuid.NewSHA1(uuid.NameSpaceURL, []byte(fmt.Sprintf("gpu2dra.test/%s/%d", o.product, index))).String()
 		d.PciBusID = strings.ToLower(strings.TrimPrefix(dgxBusIDs[index], "0000"))
-		fixDevice(d, dgxBusIDs[index])
+		fixDevice(d, dgxBusIDs[index], p.addressingMode)
 		if requests, on := o.mig[index]; on {
 			d.MigMode = nvml.DEVICE_MIG_ENABLE
 			if err := createMigDevices(nvdev.New(srv), d, requests); err != nil {
@@ -158,7 +166,7 @@ func productNames() []string {
 }
 
 // fixDevice adds to one mocked GPU what the driver calls and the mock lacks.
-func fixDevice(d *server.Device, busID string) {
+func fixDevice(d *server.Device, busID string, addressingMode *nvml.DeviceAddressingModeType) {
 	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
 		info := nvml.PciInfo{PciDeviceId: d.Config.PciDeviceId}
 		bus, _ := strconv.ParseUint(busID[9:11], 16, 32)
@@ -172,7 +180,10 @@ func fixDevice(d *server.Device, busID string) {
 		return info, nvml.SUCCESS
 	}
 	d.GetAddressingModeFunc = func() (nvml.DeviceAddressingMode, nvml.Return) {
-		return nvml.DeviceAddressingMode{}, nvml.ERROR_NOT_SUPPORTED
+		if addressingMode == nil {
+			return nvml.DeviceAddressingMode{}, nvml.ERROR_NOT_SUPPORTED
+		}
+		return nvml.DeviceAddressingMode{Value: uint32(*addressingMode)}, nvml.SUCCESS
 	}
 	d.GetVirtualizationModeFunc = func() (nvml.GpuVirtualizationMode, nvml.Return) {
 		return nvml.GPU_VIRTUALIZATION_MODE_NONE, nvml.SUCCESS
@@ -318,3 +329,54 @@ func place(placements []nvml.GpuInstancePlacement, used map[uint32]bool, request
 	}
 	return nvml.GpuInstancePlacement{}, fmt.Errorf("no free placement left for %s", request.profile)
 }
+
+// h200 is an H200 (SXM, 141 GB) as NVML describes it on a real one (driver 580.159.04:
+// tests/driver/real/h200, nvidia-smi-mig-lgip.txt and -lgipp.txt), where go-nvml's mock
+// (gpus.H200_SXM5_141GB) has its memory 144384 MiB, not 143771 MiB; MIG memory the nominal
+// size, not 16384, 33280, 71424 and 143360 MiB (so its 1g profile was named 1g.35gb); 16 to
+// 112 multiprocessors, not 16, 26, 32, 60, 64 and 132; fewer decoders, JPEG and copy
+// engines; and placements in compute slices where NVML counts memory slices (eight: 1g.35gb
+// takes two at even starts, 3g and 4g four, 7g all eight).
+var h200 = func() gpus.Config {
+	c := gpus.H200_SXM5_141GB
+	c.MemoryMB = 143771
+	// GPU-instance profile index: NVML profile ID, slices, instances, multiprocessors, copy
+	// engines, decoders, JPEG, OFA, memory (MiB), placement starts and size (memory slices).
+	type row struct {
+		index                          int
+		slices, instances, sm, ce, dec uint32
+		jpeg, ofa                      uint32
+		memoryMB                       uint64
+		starts                         []uint32
+		size                           uint32
+	}
+	rows := []row{
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE, 1, 7, 16, 1, 1, 1, 0, 16384, []uint32{0, 1, 2, 3, 4, 5, 6}, 1},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, 1, 1, 16, 1, 1, 1, 1, 16384, []uint32{0, 1, 2, 3, 4, 5, 6}, 1},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, 1, 4, 26, 1, 1, 1, 0, 33280, []uint32{0, 2, 4, 6}, 2},
+		{nvml.GPU_INSTANCE_PROFILE_2_SLICE, 2, 3, 32, 2, 2, 2, 0, 33280, []uint32{0, 2, 4}, 2},
+		{nvml.GPU_INSTANCE_PROFILE_3_SLICE, 3, 2, 60, 3, 3, 3, 0, 71424, []uint32{0, 4}, 4},
+		{nvml.GPU_INSTANCE_PROFILE_4_SLICE, 4, 1, 64, 4, 4, 4, 0, 71424, []uint32{0}, 4},
+		{nvml.GPU_INSTANCE_PROFILE_7_SLICE, 7, 1, 132, 8, 7, 7, 1, 143360, []uint32{0}, 8},
+	}
+	c.MIGProfiles.GpuInstanceProfiles = map[int]nvml.GpuInstanceProfileInfo{}
+	c.MIGProfiles.GpuInstancePlacements = map[int][]nvml.GpuInstancePlacement{}
+	c.MIGProfiles.ComputeInstanceProfiles = map[int]map[int]nvml.ComputeInstanceProfileInfo{}
+	for _, r := range rows {
+		c.MIGProfiles.GpuInstanceProfiles[r.index] = nvml.GpuInstanceProfileInfo{
+			Id: uint32(r.index), SliceCount: r.slices, InstanceCount: r.instances,
+			MultiprocessorCount: r.sm, CopyEngineCount: r.ce, DecoderCount: r.dec,
+			JpegCount: r.jpeg, OfaCount: r.ofa, MemorySizeMB: r.memoryMB,
+		}
+		for _, start := range r.starts {
+			c.MIGProfiles.GpuInstancePlacements[r.index] = append(c.MIGProfiles.GpuInstancePlacements[r.index],
+				nvml.GpuInstancePlacement{Start: start, Size: r.size})
+		}
+		// The compute instance that spans the GPU instance (the only one the inventory creates).
+		ci := ciProfileBySlices[r.slices]
+		c.MIGProfiles.ComputeInstanceProfiles[r.index] = map[int]nvml.ComputeInstanceProfileInfo{
+			ci: {Id: uint32(ci), SliceCount: r.slices, InstanceCount: 1, MultiprocessorCount: r.sm},
+		}
+	}
+	return c
+}()
