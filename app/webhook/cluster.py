@@ -21,8 +21,9 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.core import kueue
-from app.core.catalog import Catalog, Sharing, sharing_of, slice_sharing
+from app.core import autoscalers, kueue
+from app.core.autoscalers import Autoscaler
+from app.core.catalog import Catalog, SliceFacts, published_by, sharing_of, slice_facts
 from app.core.kube import Obj
 from app.core.kueue import Kueue
 from app.core.policy import Policy
@@ -82,7 +83,8 @@ class LiveCluster:
         core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
         self._core, self._resource = core, resource
         self._metrics, self._timeout = metrics, timeout
-        self._catalog = Catalog(MappingProxyType({}), sharing={})
+        # Nothing published until the slices' watch says otherwise (`ready` waits for it).
+        self._catalog = Catalog(MappingProxyType({}), sharing={}, published=frozenset())
         self._catalog_lock = threading.Lock()
         self._inflight: dict[tuple[str, str], asyncio.Future[None]] = {}
         self._kueue: Kueue | None = None
@@ -98,13 +100,14 @@ class LiveCluster:
             value=_itself,
             on_change=self._refresh_catalog,
         )
-        # Of each ResourceSlice only its driver and the capacities of its shared devices: which
-        # drivers publish devices several claims share (consumable capacity), for the catalog.
-        self.slices: Store[str, Sharing] = store(
+        # Of each ResourceSlice only its driver, whether it publishes a device, and the
+        # capacities of its shared devices: which drivers publish devices at all (capacity.py)
+        # and which publish devices several claims share (consumable capacity).
+        self.slices: Store[str, SliceFacts] = store(
             "resourceslices",
             resource.list_resource_slice,
             key=name_key,
-            value=slice_sharing,
+            value=slice_facts,
             on_change=self._refresh_sharing,
         )
         self.templates: Store[tuple[str, str], Cached] = store(
@@ -136,6 +139,20 @@ class LiveCluster:
             value=_itself,
             on_change=self._refresh_kueue,
         )
+        # The node autoscalers' Deployments, by the labels their charts and manifests give
+        # them (one store a selector: one selector cannot OR two keys); of each, only what
+        # it can add.
+        apps = client.AppsV1Api(api)
+        self.autoscalers: tuple[Store[tuple[str, str], Autoscaler | None], ...] = tuple(
+            store(
+                f"autoscalers-{i}",
+                functools.partial(apps.list_deployment_for_all_namespaces, label_selector=s),
+                key=namespaced_key,
+                value=autoscalers.of,
+                on_change=self._refresh_autoscalers,
+            )
+            for i, s in enumerate(autoscalers.SELECTORS)
+        )
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -149,6 +166,7 @@ class LiveCluster:
             self.quotas,
             self.kueue_config,
             self.kueue_manager,
+            *self.autoscalers,
         )
 
     def start(self) -> None:
@@ -175,16 +193,34 @@ class LiveCluster:
 
     def _refresh_catalog(self) -> None:
         found = Catalog.from_objects(list(self.device_classes.items.values()))
-        with self._catalog_lock:  # the two watches' threads each replace a part of it
-            self._catalog = dataclasses.replace(found, sharing=self._catalog.sharing or {})
+        with self._catalog_lock:  # the watches' threads each replace a part of it
+            self._catalog = dataclasses.replace(
+                found,
+                sharing=self._catalog.sharing or {},
+                published=self._catalog.published,
+                autoscalers=self._catalog.autoscalers,
+            )
 
     def _refresh_sharing(self) -> None:
         # A slice changes often (a driver republishes it); the catalog, and with it every
-        # memoised translation, changes only when what the cluster shares does.
-        sharing = sharing_of(list(self.slices.items.values()))
+        # memoised translation, changes only when what the cluster shares, or which drivers
+        # publish devices, does.
+        slices = list(self.slices.items.values())
+        sharing = sharing_of(s.sharing for s in slices)
+        published = published_by(slices)
         with self._catalog_lock:
-            if sharing != self._catalog.sharing:
-                self._catalog = dataclasses.replace(self._catalog, sharing=sharing)
+            if sharing != self._catalog.sharing or published != self._catalog.published:
+                self._catalog = dataclasses.replace(
+                    self._catalog, sharing=sharing, published=published
+                )
+
+    def _refresh_autoscalers(self) -> None:
+        found = autoscalers.ordered(
+            a for store in self.autoscalers for a in list(store.items.values()) if a is not None
+        )
+        with self._catalog_lock:
+            if found != self._catalog.autoscalers:
+                self._catalog = dataclasses.replace(self._catalog, autoscalers=found)
 
     @property
     def catalog(self) -> Catalog:

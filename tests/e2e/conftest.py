@@ -26,6 +26,8 @@ from tests.support.cluster import (
     create_namespace,
     delete_namespace,
     delete_node,
+    publish_elsewhere,
+    unpublish_elsewhere,
     wait_for_default_service_account,
 )
 from tests.support.controlplane import (
@@ -167,6 +169,15 @@ def webhook(
     logs = request.session.stash.setdefault(_webhook_logs, {}).setdefault(release, {})
     logs[module] = work_dir / WEBHOOK_LOG
     yield from running_webhook(control_plane, api_client, work_dir)
+
+
+@pytest.fixture
+def no_devices_elsewhere(api_client: client.ApiClient, webhook: Webhook) -> Iterator[None]:
+    """No device published but this test's own: the one every e2e cluster publishes on a node
+    that does not exist (tests/support/cluster.py's ELSEWHERE) is put back afterwards."""
+    unpublish_elsewhere(api_client)
+    yield
+    publish_elsewhere(api_client)
 
 
 @pytest.fixture

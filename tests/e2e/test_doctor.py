@@ -36,6 +36,9 @@ from tests.support.controlplane import ControlPlane, kubernetes_version
 from tests.support.kueue import GATE_ON, KUEUE_CONFIG, KUEUE_MAPPED, kueue_objects, remove_kueue
 from tests.support.webhook import Webhook, register, render_chart, unregister
 
+# Each test publishes the devices it judges: none elsewhere.
+pytestmark = pytest.mark.usefixtures("no_devices_elsewhere")
+
 RESOURCE = ("resource.k8s.io", "v1")
 # Every check `gpu2dra doctor` runs, in the order it prints them.
 EVERY_CHECK = (

@@ -52,6 +52,7 @@ def test_bound_pod(
     assert f"Normal Scheduled: Successfully assigned {namespace}/train to {node}" in text
 
 
+@pytest.mark.usefixtures("no_devices_elsewhere")  # it counts every device
 def test_selector_matching_no_device(
     webhook: Webhook,
     api_client: client.ApiClient,
@@ -82,6 +83,7 @@ def test_selector_matching_no_device(
     assert "Warning FailedScheduling" in text and "cannot allocate all claims" in text
 
 
+@pytest.mark.usefixtures("no_devices_elsewhere")  # it counts every device
 def test_capacity_exhausted_names_the_holder(
     webhook: Webhook,
     api_client: client.ApiClient,

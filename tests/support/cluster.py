@@ -323,6 +323,24 @@ def create_gpu_node(
     return node, _create_cluster_object(api, "resourceslices", body)
 
 
+# The device every e2e cluster publishes on a node that does not exist: gpu2dra translates a
+# pod only where some ResourceSlice publishes a device its class selects (app/core/capacity.py),
+# and tests about other rules need a cluster that has DRA devices somewhere, as a migrating
+# one does. No pod can land there, so nothing is allocated from it.
+ELSEWHERE = "gpu2dra-e2e-elsewhere"
+
+
+def publish_elsewhere(api: client.ApiClient) -> Obj:
+    body = gpu_resource_slice(ELSEWHERE, gpu_devices(ELSEWHERE, A100_SXM4_40GB, 1, None))
+    body["metadata"] = {"name": ELSEWHERE}
+    return _create_cluster_object(api, "resourceslices", body, exist_ok=True)
+
+
+def unpublish_elsewhere(api: client.ApiClient) -> None:
+    delete = client.ResourceV1Api(api).delete_resource_slice
+    _ignore_not_found(lambda: delete(ELSEWHERE))
+
+
 # -- Namespaces, pods, claims ------------------------------------------------------------------
 
 

@@ -19,6 +19,6 @@ GRANTED = {
     ("resource.k8s.io", "resourceclaims", "get"),
     ("", "configmaps", "list"),  # kueue-manager-config only
     ("", "configmaps", "watch"),
-    ("apps", "deployments", "list"),  # kueue-controller-manager only
+    ("apps", "deployments", "list"),  # Kueue's manager, the node autoscalers' (by label)
     ("apps", "deployments", "watch"),
 }

@@ -286,9 +286,10 @@ def unregister(api: client.ApiClient, name: str = "gpu2dra") -> None:
 def running_webhook(plane: Any, api: client.ApiClient, work_dir: Path) -> Iterator[Webhook]:
     """gpu2dra serving and registered by URL; unregistered afterwards, so that later modules
     (the Helm tests) can install a release of the same name."""
-    from tests.support.cluster import create_nvidia_device_classes
+    from tests.support.cluster import create_nvidia_device_classes, publish_elsewhere
 
     create_nvidia_device_classes(api)
+    publish_elsewhere(api)
     hook = Webhook(work_dir, plane.kubeconfig, plane.helm)
     hook.start()
     register(api, hook.rendered())

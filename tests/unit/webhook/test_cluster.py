@@ -13,6 +13,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from app.core import autoscalers
+from app.core.catalog import SliceFacts
 from app.core.templates import owned
 from app.webhook.cluster import LiveCluster
 from app.webhook.clusterview import ReadFailed, TemplateError
@@ -114,7 +116,57 @@ def test_the_catalog_says_what_the_resourceslices_share() -> None:
 
     cluster.slices._on_change = recording
     cluster.slices.run(stop)
-    assert cluster.slices.items == {"n": ("gpu.nvidia.com", frozenset({"", "memory", "shares"}))}
+    shared = ("gpu.nvidia.com", frozenset({"", "memory", "shares"}))
+    assert cluster.slices.items == {"n": SliceFacts(shared, "gpu.nvidia.com")}
+    assert cluster.catalog.published == frozenset({"gpu.nvidia.com"})
     assert cluster.catalog.sharing == {"gpu.nvidia.com": frozenset({"", "memory", "shares"})}
     assert seen[0].sharing == {} and seen[1] is seen[2], "unchanged sharing, the same catalog"
     assert cluster.catalog.shares("gpu.nvidia.com", "shares")
+
+
+class DeploymentApi:
+    """One list of the Deployments a label selector picks; then stop."""
+
+    def __init__(self, stop: threading.Event, *items: dict[str, Any]) -> None:
+        self.stop, self.items = stop, list(items)
+        self.selectors: list[str | None] = []
+
+    def __call__(self, watch: bool = False, **kwargs: Any) -> FakeResponse:
+        if watch:
+            self.stop.set()
+            return FakeResponse()
+        self.selectors.append(kwargs.get("label_selector"))
+        body = {"metadata": {"resourceVersion": "1"}, "items": self.items}
+        return FakeResponse(orjson.dumps(body))
+
+
+def test_the_catalog_names_the_node_autoscalers() -> None:
+    """From a label-selected watch of Deployments: what capacity.py says of a pod whose
+    claims no device could take."""
+    karpenter = {
+        "metadata": {
+            "name": "karpenter",
+            "namespace": "karpenter",
+            "labels": {"app.kubernetes.io/name": "karpenter"},
+        },
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "controller", "image": "public.ecr.aws/karpenter/controller:1.8.1"}
+                    ]
+                }
+            }
+        },
+    }
+    stop = threading.Event()
+    cluster = LiveCluster(client.ApiClient(), Metrics())
+    assert cluster.catalog.published == frozenset() and not cluster.catalog.autoscalers
+    store = cluster.autoscalers[0]
+    assert getattr(store._list, "keywords", None) == {"label_selector": autoscalers.SELECTORS[0]}
+    store._list = DeploymentApi(stop, karpenter)
+    store.run(stop)
+    (found,) = cluster.catalog.autoscalers
+    assert found.kind == "karpenter" and not found.adds_dra_nodes
+    assert found.shown == "Karpenter v1.8.1 (karpenter/karpenter)"
+    assert {s.name for s in cluster.autoscalers} <= {s.name for s in cluster.stores}
