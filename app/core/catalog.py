@@ -4,6 +4,7 @@ any device at all, and the node autoscalers that could add nodes with more."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -51,6 +52,19 @@ class Catalog:
             classes[obj["metadata"]["name"]] = spec.get("extendedResourceName")
             drivers[obj["metadata"]["name"]] = class_drivers(spec)
         return cls(MappingProxyType(classes), drivers=MappingProxyType(drivers))
+
+    def seeing(
+        self, slices: Iterable[Mapping[str, Any]], autoscalers: tuple[Autoscaler, ...] = ()
+    ) -> Catalog:
+        """This catalog as a cluster's ResourceSlices and node autoscalers make it: which
+        drivers share devices and which publish any, as admission reads them."""
+        facts = [slice_facts(s) for s in slices]
+        return dataclasses.replace(
+            self,
+            sharing=sharing_of(f.sharing for f in facts),
+            published=published_by(facts),
+            autoscalers=autoscalers,
+        )
 
     def shares(self, driver: str, capacity: str) -> bool:
         """Whether devices of `driver` can be shared by claims taking `capacity` of them."""

@@ -3,7 +3,9 @@ control plane (its v1.15.0 kwok provider, tests/support/karpenter.py), with a GP
 zero nodes whose instance types offer nvidia.com/gpu: a pod on the device plugin gets a node;
 the same pod as gpu2dra translates it gets none, and Karpenter says why. The premise of
 issue 41, on real parts: a translated pod can be left Pending for good where Karpenter adds
-the nodes."""
+the nodes. With gpu2dra serving, an enabled namespace's pod that no DRA device could take stays
+on the device plugin, says why, and gets Karpenter's node; where a node publishes devices, it
+is translated and bound; `explain` names what Karpenter said of a translated pod."""
 
 from __future__ import annotations
 
@@ -17,9 +19,19 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.support.cluster import create_nvidia_device_classes, gpu_pod, read_pod, wait_for
+from tests.e2e.inspecting import gpu2dra
+from tests.support.autoscalers import KARPENTER_LABELS, deployed
+from tests.support.cluster import (
+    add_gpu_node,
+    create_nvidia_device_classes,
+    gpu_pod,
+    label,
+    read_pod,
+    wait_for,
+)
 from tests.support.controlplane import REPO_ROOT, ControlPlane
-from tests.support.karpenter import NODEPOOL, SKIPPED_DRA, Karpenter, running_karpenter
+from tests.support.karpenter import NODEPOOL, SKIPPED_DRA, VERSION, Karpenter, running_karpenter
+from tests.support.webhook import Webhook
 
 Obj = dict[str, Any]
 pytestmark = pytest.mark.every_release
@@ -148,3 +160,78 @@ def test_a_translated_pod_gets_no_node_and_karpenter_says_why(
     assert scheduled[0]["reason"] == "Unschedulable"
     events = karpenter_events(api_client, namespace, "trainer")
     print(f"Karpenter skipped the pod after {to_skip:.2f}s: {line['message']}; events {events}")
+    said = gpu2dra(control_plane.kubeconfig, "explain", "pod", "trainer", "-n", namespace).stdout
+    assert f"FAIL  Karpenter adds no node for it: {DRA_EVENT}" in said, said
+
+
+@pytest.fixture
+def recorded(api_client: client.ApiClient, namespace: str) -> Iterator[None]:
+    """The Deployment that runs Karpenter in a cluster, as its chart labels it: what gpu2dra
+    reads of it (the process here runs outside the cluster)."""
+    image = f"public.ecr.aws/karpenter/controller:{VERSION.removeprefix('v')}"
+    with deployed(api_client, namespace, "karpenter", KARPENTER_LABELS, image):
+        yield
+
+
+def bound(api: client.ApiClient, namespace: str, name: str, timeout: float) -> str:
+    def node() -> str | None:
+        found: str | None = read_pod(api, namespace, name)["spec"].get("nodeName")
+        return found
+
+    return wait_for(node, timeout, f"pod {name} bound")
+
+
+@pytest.mark.usefixtures("no_devices_elsewhere", "recorded")
+def test_an_enabled_namespace_without_dra_nodes_keeps_its_pod_on_karpenters_nodes(
+    defaults: Karpenter,
+    webhook: Webhook,
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    namespace: str,
+) -> None:
+    label(api_client, namespace, "enabled")
+    probe = gpu_pod("probe", {"nvidia.com/gpu": 1})
+    dry_run = ("--dry-run=server",)
+    wait_for(  # the webhook's watch has seen Karpenter's Deployment
+        lambda: "Karpenter v1.15.0" in control_plane.create(namespace, probe, *dry_run)[1],
+        30,
+        "gpu2dra to name Karpenter",
+    )
+    started = time.monotonic()
+    stored, warnings = control_plane.create(namespace, gpu_pod("trainer", {"nvidia.com/gpu": 1}))
+    assert "resourceClaims" not in stored["spec"]
+    assert "no node autoscaler can add one: Karpenter v1.15.0" in " ".join(warnings.split())
+    assert "pod left on the device plugin (policy noDraCapacity: leave" in warnings
+    node = bound(api_client, namespace, "trainer", 60)
+    [claim] = defaults.nodeclaims()
+    assert claim["spec"]["resources"]["requests"]["nvidia.com/gpu"] == "1"
+    print(
+        f"left on the device plugin; bound to Karpenter's {node} after "
+        f"{time.monotonic() - started:.2f}s"
+    )
+
+
+@pytest.mark.usefixtures("no_devices_elsewhere", "recorded")
+def test_an_enabled_namespace_with_free_dra_devices_is_translated_and_bound(
+    defaults: Karpenter,
+    webhook: Webhook,
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    namespace: str,
+    gpu_nodes: list[str],
+) -> None:
+    node = add_gpu_node(api_client, gpu_nodes, gpus=1)
+    label(api_client, namespace, "enabled")
+    probe = gpu_pod("probe", {"nvidia.com/gpu": 1})
+    wait_for(  # the webhook's watch has seen the node's slice
+        lambda: (
+            "resourceClaims"
+            in control_plane.create(namespace, probe, "--dry-run=server")[0]["spec"]
+        ),
+        30,
+        "gpu2dra to translate",
+    )
+    stored, _ = control_plane.create(namespace, gpu_pod("trainer", {"nvidia.com/gpu": 1}))
+    assert stored["spec"]["resourceClaims"]
+    assert bound(api_client, namespace, "trainer", 60) == node
+    assert defaults.nodeclaims() == []

@@ -3,10 +3,9 @@ translated or not (and why), its claims (claims.py), scheduling, and the events 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from app.core.catalog import Catalog, sharing_of, slice_sharing
+from app.core.catalog import Catalog
 from app.core.intree import native_classes
 from app.core.kube import Obj
 from app.core.kueue import selecting, uncounted
@@ -20,6 +19,7 @@ from app.core.templates import TEMPLATE_PREFIX
 from app.core.translate import Translation, describe, translate
 from app.diagnose.explain.claims import claim_steps, extended_steps
 from app.diagnose.explain.facts import PodFacts
+from app.diagnose.explain.scaling import scaling_steps
 from app.diagnose.explain.step import Step, StepCode, unreadable_step
 from app.diagnose.explain.workload import ADMISSION_GATE, admission_gated, waiting_for
 from app.readers.client import ReadError, cannot_read
@@ -44,9 +44,11 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
         catalog = Catalog.of(policy.device_classes)
     else:
         catalog = Catalog.from_objects(facts.device_classes)
-    if isinstance(facts.slices, list):  # which drivers share devices, as admission reads it
-        sharing = sharing_of(slice_sharing(s) for s in facts.slices)
-        catalog = dataclasses.replace(catalog, sharing=sharing)
+    if isinstance(facts.autoscalers, ReadError):
+        notes.append(unreadable_step("the node autoscalers' Deployments", facts.autoscalers))
+    if isinstance(facts.slices, list):  # which drivers share or publish devices, as admission
+        found = facts.autoscalers if isinstance(facts.autoscalers, tuple) else ()
+        catalog = catalog.seeing(facts.slices, found)
     else:
         notes.append(
             unreadable_step("ResourceSlices (shared devices taken as published)", facts.slices)
@@ -214,4 +216,5 @@ def explain(facts: PodFacts, policy: Policy) -> Explanation:
         facts.events if isinstance(facts.events, list) else [],
         key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""),
     )
+    steps += scaling_steps(facts, events)
     return Explanation(headline, tuple(steps), tuple(_event_line(e) for e in events[-8:]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from app.core.autoscalers import Autoscaler
 from app.core.kube import Obj
 from app.core.kueue import Kueue
 from app.readers.client import Listed, ReadError
@@ -31,3 +32,5 @@ class PodFacts:
     kueue: Kueue | ReadError | None = None
     # The Workload of a pod Kueue's admission gate holds; None: not gated, or none yet
     workload: Obj | ReadError | None = None
+    # The node autoscalers, read for a pod not yet bound (app/readers/autoscalers.py)
+    autoscalers: tuple[Autoscaler, ...] | ReadError = ()

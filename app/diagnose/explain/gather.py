@@ -10,6 +10,7 @@ from app.core.kube import Obj
 from app.core.kueue import queued
 from app.diagnose.explain.facts import PodFacts
 from app.diagnose.explain.workload import WORKLOAD_VERSIONS, admission_gated, workload_of
+from app.readers.autoscalers import node_autoscalers
 from app.readers.client import (
     RESOURCE,
     NotFound,
@@ -62,6 +63,9 @@ def gather(reader: Reader, namespace: str, name: str) -> PodFacts:
         slices=attempt(partial(reader.items, f"{RESOURCE}/resourceslices"))
         if unallocated or not spec.get("resourceClaims")
         else [],
+        autoscalers=attempt(partial(node_autoscalers, reader))
+        if unallocated or not spec.get("resourceClaims")
+        else (),
         events=attempt(
             lambda: reader.items(
                 f"/api/v1/namespaces/{namespace}/events",

@@ -5,14 +5,14 @@ unreadable is fatal: each is named in what is returned."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from functools import partial
 
 import orjson
 
-from app.core.catalog import Catalog, sharing_of, slice_sharing
+from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Policy
+from app.readers.autoscalers import node_autoscalers
 from app.readers.client import RESOURCE, Reader, ReadError, attempt, namespaced
 
 # Built-in kinds whose objects hold pod templates, listed directly; pods last.
@@ -56,11 +56,17 @@ def gather(
         catalog = Catalog.of(policy.device_classes)
     else:
         catalog = Catalog.from_objects(classes)
+    found = attempt(partial(node_autoscalers, reader))
+    if isinstance(found, ReadError):
+        unreadable.append(f"node autoscalers ({found}): none is taken to add DRA nodes")
+        found = ()
     slices = attempt(partial(reader.items, f"{RESOURCE}/resourceslices"))
     if isinstance(slices, ReadError):
-        unreadable.append(f"resourceslices ({slices}): every driver is taken to share devices")
+        unreadable.append(
+            f"resourceslices ({slices}): every driver is taken to share and publish devices"
+        )
     else:
-        catalog = replace(catalog, sharing=sharing_of(slice_sharing(s) for s in slices))
+        catalog = catalog.seeing(slices, found)
     custom = attempt(partial(_custom_kinds, reader))
     if isinstance(custom, ReadError):
         unreadable.append(f"custom resources ({custom})")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from app.core.autoscalers import Autoscaler
 from app.core.kueue import QUEUE_LABEL, Gate, Kueue
 from app.core.policy import load_policy, parse_policy
 from app.core.resources import DraRequest
@@ -25,6 +26,8 @@ from tests.support.cluster import (
 Obj = dict[str, Any]
 
 CLASSES = {"gpu.nvidia.com": device_class("gpu.nvidia.com", "gpu")}
+# A cluster where gpu.nvidia.com publishes a device: pods are not left for want of one.
+PUBLISHED = [gpu_resource_slice("a", gpu_devices("a", gpus=1))]
 
 
 def nodes(*names: str, gpus: int = 1) -> list[Device]:
@@ -305,6 +308,7 @@ def test_a_pod_left_under_its_legacy_quota_is_explained() -> None:
         namespace_labels={"gpu2dra.io/migration": "enabled"},
         device_classes=list(CLASSES.values()),
         quotas=[quota],
+        slices=PUBLISHED,
     )
     first = explain(facts, load_policy(None)).steps[0]
     assert first.state == "info"
@@ -398,6 +402,7 @@ def test_a_queued_pod_kueue_would_not_count_is_explained() -> None:
         namespace_labels={"gpu2dra.io/migration": "enabled"},
         device_classes=list(CLASSES.values()),
         kueue=off,
+        slices=PUBLISHED,
     )
     first = explain(facts, load_policy(None)).steps[0]
     assert first.state == "info"
@@ -409,6 +414,7 @@ def test_a_queued_pod_kueue_would_not_count_is_explained() -> None:
             namespace_labels={"gpu2dra.io/migration": "enabled"},
             device_classes=list(CLASSES.values()),
             kueue=ReadError("GET ...: 403 forbidden"),
+            slices=PUBLISHED,
         ),
         load_policy(None),
     ).steps[0]
@@ -611,3 +617,111 @@ def test_a_shared_pod_refused_with_room_left_names_the_schedulers_double_count()
         request, claim="ns/c", classes=CLASSES, devices=nodes("a"), owners={}, refused=refused
     )
     assert exclusive.state == "info", "only consumed capacity is counted twice"
+
+
+KARPENTER = Autoscaler(
+    "karpenter", (1, 15, 0), False, "--ignore-dra-requests is true (its default)", "kube-system/k"
+)
+
+
+def test_a_pod_left_for_want_of_dra_devices_is_explained() -> None:
+    pod = {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+    }
+    facts = PodFacts(
+        pod=pod,
+        namespace_labels={"gpu2dra.io/migration": "enabled"},
+        device_classes=list(CLASSES.values()),
+        slices=[],
+        autoscalers=(KARPENTER,),
+    )
+    first = explain(facts, load_policy(None)).steps[0]
+    assert (first.state, first.text) == (
+        "FAIL",
+        "not translated (1 x nvidia.com/gpu): gpu2dra leaves this pod as it is",
+    )
+    assert first.details[0].startswith(
+        "no ResourceSlice publishes a device of DeviceClass gpu.nvidia.com (driver "
+        "gpu.nvidia.com), and no node autoscaler can add one: Karpenter v1.15.0 (kube-system/k): "
+        "--ignore-dra-requests is true (its default)"
+    )
+    unreadable = replace(facts, autoscalers=ReadError("GET ...: 403 forbidden"))
+    note = explain(unreadable, load_policy(None)).steps[0]
+    assert note.state == "WARN" and "the node autoscalers' Deployments" in note.text
+
+
+def _waiting(events: list[Obj], found: tuple[Autoscaler, ...] | ReadError) -> list[Any]:
+    claims = [{"name": "main-gpu", "resourceClaimTemplateName": "gpu2dra-gpu-x1-abc"}]
+    pod = {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {
+            "resourceClaims": claims,
+            "containers": [{"name": "main", "resources": {"claims": [{"name": "main-gpu"}]}}],
+        },
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/1 nodes are available: 1 cannot allocate all claims.",
+                }
+            ]
+        },
+    }
+    facts = PodFacts(
+        pod=pod,
+        namespace_labels={"gpu2dra.io/migration": "enabled"},
+        device_classes=list(CLASSES.values()),
+        events=events,
+        autoscalers=found,
+    )
+    steps = explain(facts, load_policy(None)).steps
+    return [(s.state, s.text, s.details) for s in steps[-2:]]
+
+
+def test_a_pending_translated_pod_names_what_the_autoscalers_said() -> None:
+    skipped = {
+        "type": "Warning",
+        "reason": "FailedScheduling",
+        "source": {"component": "karpenter"},
+        "message": "Failed to schedule pod, pod has Dynamic Resource Allocation requirements "
+        "that are not yet supported by Karpenter",
+    }
+    said, able = _waiting([skipped], (KARPENTER,))
+    assert said[:2] == (
+        "FAIL",
+        "Karpenter adds no node for it: Failed to schedule pod, pod has Dynamic Resource "
+        "Allocation requirements that are not yet supported by Karpenter",
+    )
+    assert said[2][0].startswith("Karpenter adds nodes for pods with claims only with ")
+    assert able == (
+        "WARN",
+        "no node autoscaler can add a node with DRA devices for it",
+        ("Karpenter v1.15.0 (kube-system/k): --ignore-dra-requests is true (its default)",),
+    )
+
+
+def test_a_pending_translated_pod_with_no_autoscaler_or_a_scale_up() -> None:
+    assert _waiting([], ())[-1] == ("info", "no node autoscaler found: no node is added for it", ())
+    scaled = {
+        "reason": "TriggeredScaleUp",
+        "source": {"component": "cluster-autoscaler"},
+        "message": "pod triggered scale-up: [{gpu-pool 0->1 (max: 4)}]",
+    }
+    refused = {**scaled, "reason": "NotTriggerScaleUp", "message": "pod didn't trigger scale-up"}
+    said, _ = _waiting([refused, scaled], ())
+    assert said == (
+        "info",
+        "Cluster Autoscaler is adding a node for it: pod triggered scale-up: "
+        "[{gpu-pool 0->1 (max: 4)}]",
+        (),
+    )
+    said, _ = _waiting([scaled, refused], ())
+    assert said[:2] == (
+        "FAIL",
+        "Cluster Autoscaler adds no node for it: pod didn't trigger scale-up",
+    )
+    unread = _waiting([], ReadError("GET ...: 403 forbidden"))[-1]
+    assert unread[0] == "WARN" and "the node autoscalers' Deployments" in unread[1]
