@@ -204,9 +204,9 @@ def test_one_namespace_as_table_and_csv(
     lines = table.splitlines()
     assert lines[0].split() == [
         *("NAMESPACE", "MODE", "WORKLOAD", "GPUS", "PER", "POD", "SERVED", "BY", "PREEMPTS"),
-        "WARNINGS",
+        *("NODE", "WARNINGS"),
     ]
-    plugin = ["device", "plugin", "-"]
+    plugin = ["device", "plugin", "-", "-"]
     assert lines[1].split() == [ns, "audit", "Pod/mig", "nvidia.com/mig-1g.5gb=1", *plugin, "0"]
     assert lines[3].split() == [
         *(ns, "audit", "StatefulSet/db", "nvidia.com/gpu=1", "x1", *plugin, "1")

@@ -19,7 +19,10 @@ def _gpus(w: Workload) -> str:
 
 
 def render_table(report: Report) -> str:
-    header = ("NAMESPACE", "MODE", "WORKLOAD", "GPUS PER POD", "SERVED BY", "PREEMPTS", "WARNINGS")
+    header = (
+        *("NAMESPACE", "MODE", "WORKLOAD", "GPUS PER POD", "SERVED BY", "PREEMPTS", "NODE"),
+        "WARNINGS",
+    )
     rows = [
         (
             (
@@ -29,6 +32,7 @@ def render_table(report: Report) -> str:
                 _gpus(w),
                 w.path,
                 w.preempts or "-",
+                w.node or "-",
                 str(len(w.warnings)),
             ),
             w,
@@ -95,6 +99,7 @@ def render_csv(report: Report) -> str:
             "gpus",
             "path",
             "preempts",
+            "node",
             "templates",
             "warnings",
             "codes",
@@ -112,6 +117,7 @@ def render_csv(report: Report) -> str:
                     ";".join(f"{r}={c}" for r, c in w.gpus.items()),
                     w.path,
                     w.preempts,
+                    w.node,
                     ";".join(w.templates),
                     " | ".join(w.warnings),
                     ";".join(w.codes),

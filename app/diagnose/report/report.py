@@ -21,6 +21,14 @@ from app.manifests.podspecs import TooDeep, pod_specs
 # What translating a workload's manifest notes that is no warning for a live workload: the
 # in-tree path serving it, and a kind no rule knows (admission translates its pods anyway).
 NOT_WARNINGS = frozenset((Code.IN_TREE, Code.NO_RULE))
+# What keeps a workload's translated pods from a node (app/core/capacity.py), as the NODE
+# column says it.
+_NO_NODE = {
+    Code.NO_DRA_DEVICES: "no DRA device",
+    Code.NO_DRA_DEVICES_TRANSLATED: "no DRA device",
+    Code.CLOUD_POOL: "cloud pool",
+    Code.CLOUD_POOL_TRANSLATED: "cloud pool",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +53,10 @@ class Workload:
     # Left only because no driver publishes the shared devices it would take: it moves once
     # the cluster shares (consumable capacity; `doctor`'s sharing check says what to set).
     once_shared: bool = False
+    # Why its translated pods may find no node: "no DRA device" (no ResourceSlice publishes
+    # one its claims could take, and no node autoscaler can add one) or "cloud pool" (pinned
+    # to a cloud GPU pool); "" when nothing says so.
+    node: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +124,7 @@ def report_row(
         translates=bool(result.templates),
         preempts=preempts,
         once_shared=once_shared,
+        node=", ".join(dict.fromkeys(_NO_NODE[c] for c in codes(found) if c in _NO_NODE)),
     )
 
 

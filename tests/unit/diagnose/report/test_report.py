@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import replace
 from typing import Any
 
 from app.core.catalog import Catalog
@@ -135,11 +136,11 @@ def test_outputs() -> None:
     table = render_table(report).splitlines()
     assert table[0].split() == [
         *("NAMESPACE", "MODE", "WORKLOAD", "GPUS", "PER", "POD", "SERVED", "BY", "PREEMPTS"),
-        "WARNINGS",
+        *("NODE", "WARNINGS"),
     ]
     assert table[1].split() == [
         *("ml", "disabled", "Deployment/web", "nvidia.com/gpu=2", "x2", "device", "plugin", "-"),
-        "0",
+        *("-", "0"),
     ]
     assert table[2].startswith("    would create gpu2dra-gpu-x2-")
     assert "  1. ml (disabled, 1 workload(s), no warnings): kubectl label namespace ml" in (
@@ -286,3 +287,35 @@ def test_time_sliced_workloads_that_move_once_the_cluster_shares_are_counted() -
         w.name: w for w in build([namespace("ml")], objects, policy, shared).namespaces[0].workloads
     }
     assert rows["small"].translates and not rows["small"].once_shared
+
+
+def test_workloads_whose_pods_would_find_no_node_are_named() -> None:
+    def deployment(name: str, **spec: Any) -> tuple[str, Obj]:
+        pod = {**pod_spec(container("c", {"nvidia.com/gpu": 1})), **spec}
+        return obj("Deployment", name, "ml", {"replicas": 1, "template": {"spec": pod}})
+
+    pinned = {"nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-l4"}}
+    objects = [deployment("pinned", **pinned), deployment("plain")]
+    nothing = replace(CATALOG, published=frozenset(), sharing={})
+    report = build([namespace("ml", "enabled")], objects, POLICY, nothing)
+    rows = {w.name: (w.node, w.path, w.codes) for w in report.namespaces[0].workloads}
+    assert rows == {
+        "pinned": (
+            "no DRA device, cloud pool",
+            "device plugin",
+            [Code.NO_DRA_DEVICES, Code.CLOUD_POOL],
+        ),
+        "plain": ("no DRA device", "device plugin", [Code.NO_DRA_DEVICES]),
+    }
+    published = replace(CATALOG, published=frozenset({"gpu.nvidia.com"}), sharing={})
+    report = build([namespace("ml", "enabled")], objects, POLICY, published)
+    rows = {w.name: (w.node, w.path, w.codes) for w in report.namespaces[0].workloads}
+    assert rows == {
+        "pinned": ("cloud pool", "device plugin", [Code.CLOUD_POOL]),
+        "plain": ("", "gpu2dra", []),
+    }
+    table = render_table(report).splitlines()
+    assert table[1].split()[5:10] == ["device", "plugin", "-", "cloud", "pool"]
+    lines = render_csv(report).splitlines()
+    assert lines[0].split(",")[8] == "node"
+    assert [row.split(",")[8] for row in lines[1:]] == ["cloud pool", ""]
