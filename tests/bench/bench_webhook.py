@@ -279,6 +279,17 @@ def wait_up(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> 
     raise SystemExit(f"{url} did not come up")
 
 
+def patched(url: str, body: bytes) -> bool:
+    """Whether the webhook answers `body` with a patch: the translated row measures a
+    translation, not a pod left as it is."""
+    import ssl
+
+    request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    context = ssl._create_unverified_context()
+    with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+        return "patch" in orjson.loads(answer.read())["response"]
+
+
 def metrics_total(url: str, pattern: str) -> float:
     import ssl
 
@@ -344,6 +355,25 @@ def cluster(work: Path) -> Iterator[tuple[str | None, str]]:
                     "spec": {},
                 },
             )
+        # A device of gpu.nvidia.com on some node: gpu2dra translates a pod only where a
+        # driver publishes a device its claims could take (app/core/capacity.py).
+        device = {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}}}
+        client.CustomObjectsApi(api).create_cluster_custom_object(
+            "resource.k8s.io",
+            "v1",
+            "resourceslices",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": "bench"},
+                "spec": {
+                    "driver": "gpu.nvidia.com",
+                    "nodeName": "bench",
+                    "pool": {"name": "bench", "generation": 1, "resourceSliceCount": 1},
+                    "devices": [device],
+                },
+            },
+        )
         version = kubernetes_version(releases()[0])
         yield str(plane.kubeconfig), f"live (real kube-apiserver {version}, caches warm)"
 
@@ -441,6 +471,8 @@ def main() -> None:
             ):
                 wrk(floor_url, files["gpu"], 2, work)  # warm-up
                 wrk(f"{base}/mutate", files["gpu"], 2, work)  # warm-up: creates the template
+                if not patched(f"{base}/mutate", bodies["gpu"]):
+                    raise SystemExit("gpu2dra did not translate the GPU pod: nothing to measure")
                 calls = f"{base}/metrics"
                 hot = r'gpu2dra_api_calls_total\{resource="resourceclaim\w*",verb="(create|get)"\}'
                 before = metrics_total(calls, hot)
