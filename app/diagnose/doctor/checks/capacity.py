@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from app.core import autoscalers
 from app.core.capacity import has_devices
-from app.core.catalog import Catalog, published_by, sharing_of, slice_facts
+from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Policy
 from app.core.scope import namespace_mode
@@ -26,14 +26,7 @@ PLANNED = ("enabled", "audit")
 
 def _catalog(classes: list[Obj], slices: list[Obj]) -> Catalog:
     """The cluster's classes, what its slices share and publish: as the webhook sees it."""
-    facts = [slice_facts(s) for s in slices]
-    catalog = Catalog.from_objects(classes)
-    return Catalog(
-        catalog.classes,
-        sharing=sharing_of(f.sharing for f in facts),
-        published=published_by(facts),
-        drivers=catalog.drivers,
-    )
+    return Catalog.from_objects(classes).seeing(slices)
 
 
 class _Lists(NamedTuple):
