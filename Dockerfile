@@ -4,15 +4,18 @@ FROM python:3.11-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/gpu2dra
-# The pinned dependencies first, in a layer of their own: a change under app/ reuses it.
+# The pinned dependencies first, in a layer of their own: a change under app/ reuses it. Each
+# wheel must match a hash in constraints.txt.
 COPY constraints.txt ./
-RUN /opt/gpu2dra/bin/pip install --no-cache-dir -r constraints.txt
+RUN /opt/gpu2dra/bin/pip install --no-cache-dir --require-hashes -r constraints.txt
 COPY pyproject.toml README.md ./
 COPY app ./app
 # What gpu2dra never imports goes: the kubernetes client's asyncio twin (kubernetes.aio) with
 # the HTTP stack only it uses, and the installers. What stays is byte-compiled once, here: the
 # root filesystem is read-only at run time, so each start would compile every module again.
-RUN /opt/gpu2dra/bin/pip install --no-cache-dir --no-deps . \
+# gpu2dra is built with the setuptools just installed from constraints.txt (no build
+# isolation: nothing is fetched unhashed).
+RUN /opt/gpu2dra/bin/pip install --no-cache-dir --no-deps --no-build-isolation . \
     && rm -rf /opt/gpu2dra/lib/python3.11/site-packages/kubernetes/aio \
     && /opt/gpu2dra/bin/pip uninstall --yes --quiet aiohttp aiohttp-retry aiosignal \
         aiohappyeyeballs attrs frozenlist multidict propcache yarl setuptools pip \

@@ -4,6 +4,7 @@ tests run before anything is published, the image and the chart signed keyless."
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +64,21 @@ def test_the_install_guide_says_how_to_verify_both() -> None:
     assert guide.count("cosign verify") >= 2
     assert identity in guide
     assert "--certificate-oidc-issuer https://token.actions.githubusercontent.com" in guide
+
+
+def test_every_pin_the_image_installs_carries_its_hashes() -> None:
+    text = (ROOT / "constraints.txt").read_text().replace("\\\n", " ")
+    entries = [line.split() for line in text.splitlines() if line and not line.startswith("#")]
+    assert len(entries) >= 50
+    for name, *hashes in entries:
+        assert "==" in name and hashes, name
+        assert all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), name
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "--require-hashes -r constraints.txt" in dockerfile
+    assert "--no-deps --no-build-isolation ." in dockerfile  # no unhashed build dependencies
+
+
+def test_gpu2dra_is_built_with_the_setuptools_the_image_hashes() -> None:
+    (requires,) = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    assert requires.startswith("setuptools==")
+    assert requires in (ROOT / "constraints.txt").read_text()

@@ -20,8 +20,9 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 def pins() -> dict[str, str]:
     """constraints.txt as {canonical name: version}."""
     found: dict[str, str] = {}
-    for line in (ROOT / "constraints.txt").read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
+    text = (ROOT / "constraints.txt").read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].split(" --hash=")[0].strip()
         if line:
             name, _, version = line.partition("==")
             assert version, f"constraints.txt: {line!r} is not pinned with =="
@@ -63,9 +64,9 @@ def test_the_dockerfile_installs_the_pins_before_the_sources() -> None:
     text = (ROOT / "Dockerfile").read_text()
     order = [
         text.index("COPY constraints.txt"),
-        text.index("pip install --no-cache-dir -r constraints.txt"),
+        text.index("pip install --no-cache-dir --require-hashes -r constraints.txt"),
         text.index("COPY app ./app"),
-        text.index("pip install --no-cache-dir --no-deps ."),
+        text.index("pip install --no-cache-dir --no-deps --no-build-isolation ."),
     ]
     assert order == sorted(order), "dependencies first, in a layer app/ changes do not touch"
     labels = set(re.findall(r"org\.opencontainers\.image\.(\w+)=", text))
