@@ -55,7 +55,14 @@ def cluster(
 ) -> Iterator[tuple[str, str, str]]:
     """(audit namespace, enabled namespace, the product as GFD labels it): a product no other
     test publishes, on a DRA node with two GPUs and a device-plugin node with four."""
-    product = GpuProduct(f"NVIDIA E2E-{uuid.uuid4().hex[:6]}", "Ampere", 81920, "8.0.0", 108)
+    product = GpuProduct(
+        f"NVIDIA E2E-{uuid.uuid4().hex[:6]}",
+        "Ampere",
+        81920,
+        "8.0.0",
+        108,
+        inventory="A100-SXM4-80GB",
+    )
     gfd = product.name.replace(" ", "-")
     audit, enabled = (create_namespace(api_client, f"capacity-{m}-") for m in ("audit", "on"))
     dra_node, plugin_node = f"cap-dra-{audit[-5:]}", f"cap-plugin-{audit[-5:]}"

@@ -32,7 +32,14 @@ KARPENTER_IMAGE = "public.ecr.aws/karpenter/controller:1.8.1"
 @pytest.fixture
 def short(api_client: client.ApiClient, control_plane: ControlPlane) -> Iterator[tuple[str, str]]:
     """(namespace, product as GFD labels it): the pod asks for 2, one device is published."""
-    product = GpuProduct(f"NVIDIA E2E-{uuid.uuid4().hex[:6]}", "Ampere", 81920, "8.0.0", 108)
+    product = GpuProduct(
+        f"NVIDIA E2E-{uuid.uuid4().hex[:6]}",
+        "Ampere",
+        81920,
+        "8.0.0",
+        108,
+        inventory="A100-SXM4-80GB",
+    )
     gfd = product.name.replace(" ", "-")
     ns = create_namespace(api_client, "doctor-capacity-")
     node = f"doc-cap-{ns[-5:]}"

@@ -32,45 +32,14 @@ BUILD_HINT = "tests/driver/build.sh"
 GOLDEN = REPO_ROOT / "tests" / "driver" / "golden"
 REGENERATE = os.environ.get("GPU2DRA_REGENERATE_GOLDEN") == "1"
 
-# Golden file name -> the inventory's arguments. The static layouts are the driver's default
-# (a MIG-enabled GPU publishes the MIG devices that exist, not itself); --dynamic-mig is its
-# DynamicMIG gate (every possible placement, counters in the slices).
-LAYOUTS: dict[str, list[str]] = {
-    "dgx-a100": [
-        "--product=A100-SXM4-40GB",
-        "--gpus=8",
-        "--mig=0=3g.20gb,2g.10gb,1g.5gb",
-        "--mig=1=1g.10gb,1g.10gb",
-    ],
-    "a100-80gb-x2": ["--product=A100-SXM4-80GB", "--gpus=2", "--mig=1=3g.40gb,3g.40gb"],
-    "h100-x1": ["--product=H100-SXM5-80GB", "--gpus=1"],
-    "dgx-h100": [
-        "--product=H100-SXM5-80GB",
-        "--gpus=8",
-        "--mig=7=3g.40gb,2g.20gb,1g.10gb,1g.20gb",
-    ],
-    "h200-x1": ["--product=H200-SXM5-141GB", "--gpus=1"],
-    "dgx-h200": ["--product=H200-SXM5-141GB", "--gpus=8"],
-    "h200-x1-dynamic-mig-slices": [
-        "--product=H200-SXM5-141GB",
-        "--gpus=1",
-        "--dynamic-mig",
-        "--slices",
-    ],
-    "h100-x1-dynamic-mig-slices": [
-        "--product=H100-SXM5-80GB",
-        "--gpus=1",
-        "--dynamic-mig",
-        "--slices",
-    ],
-    "a100-x2-dynamic-mig-slices": [
-        "--product=A100-SXM4-40GB",
-        "--gpus=2",
-        "--mig=1=",
-        "--dynamic-mig",
-        "--slices",
-    ],
-}
+# Golden file name -> the inventory's arguments, in tests/driver/layouts.json: the layouts the
+# suite's devices come from (tests/support/cluster.py gpu_devices) and a few more. The static
+# layouts are the driver's default (a MIG-enabled GPU publishes the MIG devices that exist,
+# not itself); --dynamic-mig is its DynamicMIG gate (every possible placement, counters in the
+# slices).
+LAYOUTS: dict[str, list[str]] = json.loads(
+    (REPO_ROOT / "tests" / "driver" / "layouts.json").read_text()
+)
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,13 @@
 """Fake NVIDIA GPU capacity and polling helpers for the end-to-end tests.
 
-The objects mimic what the NVIDIA DRA driver (gpu.nvidia.com) publishes: its two DeviceClasses,
-one ResourceSlice pool per node with full GPUs (gpu-<minor>) and static MIG devices
-(gpu-<minor>-mig-<profile without dots, RFC 1123>-<GI profile id>-<placement start>) with the
-capacities the driver publishes. A MIG-enabled GPU publishes only its MIG devices, as the
-driver does. Nodes are plain Node objects made to look
-Ready: there is no kubelet, so pods get scheduled and bound but never run.
+The devices are NVIDIA's DRA driver's (gpu.nvidia.com) own: what the inventory built from its
+kubelet plugin (tests/driver) printed for the layout, checked in as a golden file under
+tests/driver/golden/ (tests/driver/layouts.json names each layout's arguments;
+tests/e2e/test_driver_inventory.py checks that the driver still prints it). A MIG-enabled GPU
+publishes only its MIG devices, as the driver does. Only what belongs to the machine is the
+suite's: the UUIDs, derived from the node's name so that no two nodes share a GPU. Nodes are
+plain Node objects made to look Ready: there is no kubelet, so pods get scheduled and bound
+but never run.
 
 Everything here takes a kubernetes.client.ApiClient and works with plain dicts.
 """
@@ -13,15 +15,19 @@ Everything here takes a kubernetes.client.ApiClient and works with plain dicts.
 from __future__ import annotations
 
 import datetime
-import re
+import functools
+import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+
+from app.core.quantity import parse_quantity
 
 GPU_DRIVER = "gpu.nvidia.com"
 RESOURCE_GROUP = "resource.k8s.io"
@@ -35,31 +41,32 @@ Obj = dict[str, Any]
 
 @dataclass(frozen=True)
 class GpuProduct:
-    name: str  # NVML GetName(), spaces kept
+    name: str  # NVML GetName(), spaces kept: the devices' productName
     architecture: str
-    memory_mib: int  # NVML's total, what the driver publishes in bytes and GFD labels in MiB
+    memory_mib: int  # NVML's total, what the driver publishes and GFD labels in MiB
     compute_capability: str  # semver, e.g. "8.0.0"
     multiprocessors: int
     brand: str = "Nvidia"
+    # The inventory's --product whose devices these are (tests/driver/inventory/mocknvml.go);
+    # a product of a test's own name (dataclasses.replace of one below) publishes the devices
+    # of its inventory product under that name.
+    inventory: str = "A100-SXM4-40GB"
 
 
+# What the driver publishes for each (tests/unit/test_driver_devices.py checks these against
+# the golden files). The H100's memory is go-nvml's mock's (80 GiB), not a real H100 80GB
+# HBM3's 81559 MiB: no real H100 has been dumped yet (docs/development/testing.md).
 A100_SXM4_40GB = GpuProduct("NVIDIA A100-SXM4-40GB", "Ampere", 40960, "8.0.0", 108)
-A100_SXM4_80GB = GpuProduct("NVIDIA A100-SXM4-80GB", "Ampere", 81920, "8.0.0", 108)
-H100_80GB_HBM3 = GpuProduct("NVIDIA H100 80GB HBM3", "Hopper", 81559, "9.0.0", 132)
+A100_SXM4_80GB = GpuProduct(
+    "NVIDIA A100-SXM4-80GB", "Ampere", 81920, "8.0.0", 108, inventory="A100-SXM4-80GB"
+)
+H100_80GB_HBM3 = GpuProduct(
+    "NVIDIA H100 80GB HBM3", "Hopper", 81920, "9.0.0", 132, inventory="H100-SXM5-80GB"
+)
+H200_141GB = GpuProduct("NVIDIA H200", "Hopper", 143771, "9.0.0", 132, inventory="H200-SXM5-141GB")
 
-# nvidia-smi GPU instance profile IDs by slice count ("+me" variants: 20, double-memory 1g: 15).
-_GI_PROFILE_IDS = {1: 19, 2: 14, 3: 9, 4: 5, 7: 0}
-# A100/H100 placements: allowed start slots and memory slots used (of 8), by compute slices.
-_MIG_STARTS = {1: range(7), 2: (0, 2, 4), 3: (0, 4), 4: (0,), 7: (0,)}
-_MIG_SLOTS = {1: 1, 2: 2, 3: 4, 4: 4, 7: 8}
-_MIG_PROFILE = re.compile(r"^(?:\d+c\.)?(\d+)g\.(\d+)gb(\+me)?$")
-# A100 decoders by compute slices; a `+me` profile gets one decoder, JPEG and OFA engine.
-_MIG_DECODERS = {1: 0, 2: 1, 3: 2, 4: 2, 7: 5}
-
-
-def _rfc1123(name: str) -> str:
-    """The driver's toRFC1123Compliant: lower case, anything else but [a-z0-9-.] a dash."""
-    return re.sub(r"[^a-z0-9-.]", "-", name.lower()).strip("-").removesuffix(".")
+DRIVER_DIR = Path(__file__).resolve().parents[2] / "tests" / "driver"
+GOLDEN_DIR = DRIVER_DIR / "golden"
 
 
 # -- DeviceClasses -----------------------------------------------------------------------------
@@ -154,6 +161,68 @@ def delete_node(api: client.ApiClient, name: str) -> None:
 # -- ResourceSlices ----------------------------------------------------------------------------
 
 
+@functools.cache
+def driver_layouts() -> dict[str, list[str]]:
+    """Golden file name -> the inventory's arguments (tests/driver/layouts.json)."""
+    return cast(dict[str, list[str]], json.loads((DRIVER_DIR / "layouts.json").read_text()))
+
+
+@functools.cache
+def _golden_text(layout: str) -> str:
+    return (GOLDEN_DIR / f"{layout}.json").read_text()
+
+
+def golden(layout: str) -> Any:
+    """The driver's output for a layout of tests/driver/layouts.json (a fresh copy)."""
+    return json.loads(_golden_text(layout))
+
+
+def _static_layout(args: Sequence[str]) -> tuple[str, int, dict[int, list[str]]] | None:
+    """(product, GPUs, MIG devices by GPU) of a static layout's arguments; None for others."""
+    product, gpus, mig = "", 0, {}
+    for arg in args:
+        flag, _, value = arg.partition("=")
+        if flag == "--product":
+            product = value
+        elif flag == "--gpus":
+            gpus = int(value)
+        elif flag == "--mig":
+            index, _, profiles = value.partition("=")
+            mig[int(index)] = [p for p in profiles.split(",") if p]
+        else:
+            return None
+    return product, gpus, mig
+
+
+def gpu_index(device: Obj) -> int:
+    """The minor of the GPU a driver's device is or is on: gpu-<minor>[-mig-...]."""
+    return int(device["name"].split("-")[1])
+
+
+def driver_layout(product: GpuProduct, gpus: int, mig: Mapping[int, Sequence[str]]) -> str:
+    """The golden layout whose first `gpus` GPUs are these: the product's, with the same MIG
+    devices on those GPUs (the driver enumerates each GPU on its own); the one with the fewest
+    MIG GPUs left over, then the fewest GPUs."""
+    want = {index: list(profiles) for index, profiles in mig.items()}
+    found = []
+    for name, args in driver_layouts().items():
+        layout = _static_layout(args)
+        if layout is None or layout[0] != product.inventory or layout[1] < gpus:
+            continue
+        if {i: p for i, p in layout[2].items() if i < gpus} == want:
+            found.append((len(layout[2]) - len(want), layout[1], name))
+    if not found:
+        flags = [f"--product={product.inventory}", f"--gpus={gpus}"] + [
+            f"--mig={index}={','.join(profiles)}" for index, profiles in sorted(want.items())
+        ]
+        raise ValueError(
+            f"no golden devices of the driver for {flags}: add them to tests/driver/layouts.json"
+            " and run GPU2DRA_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest"
+            " tests/e2e/test_driver_inventory.py"
+        )
+    return min(found)[2]
+
+
 def gpu_devices(
     node_name: str,
     product: GpuProduct = A100_SXM4_40GB,
@@ -161,79 +230,42 @@ def gpu_devices(
     mig: Mapping[int, Sequence[str]] | None = None,
     memory: bool = True,
 ) -> list[Obj]:
-    """The devices of one node: gpu-0 .. gpu-<gpus-1>, except that a GPU listed in mig
-    (minor -> MIG profiles such as ["3g.20gb", "1g.5gb"]) publishes only those MIG devices.
-    `memory=False`: the whole GPUs have no memory capacity (the driver leaves it out when
-    NVML does not report it)."""
+    """The devices NVIDIA's driver publishes on a node with `gpus` GPUs of the product:
+    gpu-0 .. gpu-<gpus-1>, except that a GPU listed in mig (minor -> MIG profiles such as
+    ["3g.20gb", "1g.5gb"], placed in order, each at the first free placement NVML lists)
+    publishes only those MIG devices; from the golden file of that layout (driver_layout),
+    with UUIDs of the node's own. `memory=False`: the whole GPUs have no memory capacity (the
+    driver leaves it out when NVML does not report it)."""
     mig = mig or {}
     unknown = sorted(set(mig) - set(range(gpus)))
     if unknown:
         raise ValueError(f"mig layout names GPUs {unknown}, node has {gpus}")
     devices: list[Obj] = []
-    for minor in range(gpus):
-        gpu_uuid = f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'{node_name}/gpu-{minor}')}"
-        common = {
-            "productName": {"string": product.name},
-            "brand": {"string": product.brand},
-            "architecture": {"string": product.architecture},
-            "cudaComputeCapability": {"version": product.compute_capability},
-            "driverVersion": {"version": DRIVER_VERSION},
-            "cudaDriverVersion": {"version": CUDA_DRIVER_VERSION},
-            "resource.kubernetes.io/pciBusID": {"string": f"0000:{0x10 + minor:02x}:00.0"},
-        }
-        if minor not in mig:
-            devices.append(
-                {
-                    "name": f"gpu-{minor}",
-                    "attributes": {
-                        "type": {"string": "gpu"},
-                        "uuid": {"string": gpu_uuid},
-                        **common,
-                    },
-                    "capacity": (
-                        {"memory": {"value": str(product.memory_mib * 2**20)}} if memory else {}
-                    ),
-                }
-            )
+    for device in golden(driver_layout(product, gpus, mig)):
+        minor = gpu_index(device)
+        if minor >= gpus:
             continue
-        layout = [_parse_mig_profile(p, product) for p in mig[minor]]
-        starts = _place_mig([slices for slices, *_ in layout])
-        if starts is None:
-            raise ValueError(f"MIG profiles {list(mig[minor])} do not fit on one GPU")
-        for (slices, memory_gb, gi_profile_id, profile), placement in zip(
-            layout, starts, strict=True
-        ):
-            pname = _rfc1123(profile.replace(".", ""))
-            name = f"gpu-{minor}-mig-{pname}-{gi_profile_id}-{placement}"
-            media = profile.endswith("+me")
-            devices.append(
-                {
-                    "name": name,
-                    "attributes": {
-                        "type": {"string": "mig"},
-                        "profile": {"string": profile},
-                        "parentUUID": {"string": gpu_uuid},
-                        "uuid": {"string": f"MIG-{uuid.uuid5(uuid.NAMESPACE_URL, name)}"},
-                        **common,
-                    },
-                    "capacity": {
-                        # MIG memory is a bit under the nominal size: 1g.5gb has 4864 MiB,
-                        # published in bytes (NVML's MemorySizeMB is MiB).
-                        "memory": {"value": str(memory_gb * 1024 * 95 // 100 * 2**20)},
-                        "multiprocessors": {"value": str(product.multiprocessors // 7 * slices)},
-                        "copyEngines": {"value": str(slices)},
-                        "decoders": {"value": str(max(_MIG_DECODERS[slices], int(media)))},
-                        "encoders": {"value": "0"},
-                        "jpegEngines": {"value": str(int(slices == 7 or media))},
-                        "ofaEngines": {"value": str(int(slices == 7 or media))},
-                        **{
-                            f"memorySlice{i}": {"value": "1"}
-                            for i in range(placement, placement + _MIG_SLOTS[slices])
-                        },
-                    },
-                }
-            )
+        attributes = device["attributes"]
+        gpu_uuid = f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'{node_name}/gpu-{minor}')}"
+        if "parentUUID" in attributes:
+            attributes["parentUUID"] = {"string": gpu_uuid}
+            mig_uuid = uuid.uuid5(uuid.NAMESPACE_URL, f"{node_name}/{device['name']}")
+            attributes["uuid"] = {"string": f"MIG-{mig_uuid}"}
+        else:
+            attributes["uuid"] = {"string": gpu_uuid}
+        attributes["productName"] = {"string": product.name}
+        if not memory and attributes["type"]["string"] == "gpu":
+            device.get("capacity", {}).pop("memory", None)
+        devices.append(device)
     return devices
+
+
+def quantity_bytes(text: str) -> int:
+    """A capacity's value ("40Gi", "4864Mi", "42949672960") in bytes."""
+    value = parse_quantity(text).value
+    if value.denominator != 1:
+        raise ValueError(f"not a whole number of bytes: {text!r}")
+    return int(value)
 
 
 def consumable_shares(devices: Sequence[Obj], option: str) -> list[Obj]:
@@ -246,7 +278,7 @@ def consumable_shares(devices: Sequence[Obj], option: str) -> list[Obj]:
         device = {**device, "allowMultipleAllocations": True}
         capacity = dict(device.get("capacity") or {})
         if "memory" in capacity:
-            mib = int(capacity["memory"]["value"]) // 2**20
+            mib = quantity_bytes(capacity["memory"]["value"]) // 2**20
             whole = f"{mib}Mi"
             default = whole if option == "memory" else "0"
             low = "1Mi" if option == "memory" else "0"
@@ -299,6 +331,46 @@ def gpu_resource_slice(
             "devices": list(devices),
         },
     }
+
+
+def dynamic_mig_slices(node_name: str, product: GpuProduct = H200_141GB) -> list[Obj]:
+    """The ResourceSlices NVIDIA's driver publishes for a node of the product under its
+    DynamicMIG gate (with split slices, as for Kubernetes 1.35+): one holding each GPU's
+    shared counters, one holding every device, each MIG placement a device that consumes
+    them and has no UUID of its own (the MIG device is made when a claim is prepared). From
+    the product's golden DynamicMIG layout, with the node's name and UUIDs."""
+    found = sorted(
+        (len(args), name)
+        for name, args in driver_layouts().items()
+        if f"--product={product.inventory}" in args
+        and "--dynamic-mig" in args
+        and "--slices" in args
+        and not any(a.startswith("--mig") for a in args)
+    )
+    if not found:
+        raise ValueError(f"no golden DynamicMIG slices of {product.inventory}")
+    bodies = []
+    for spec in golden(found[0][1]):
+        spec["nodeName"] = node_name
+        spec["pool"] = {**spec["pool"], "name": node_name, "generation": 1}
+        for device in spec.get("devices") or []:
+            attributes = device["attributes"]
+            gpu_uuid = (
+                f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'{node_name}/gpu-{gpu_index(device)}')}"
+            )
+            attributes["parentUUID" if "parentUUID" in attributes else "uuid"] = {
+                "string": gpu_uuid
+            }
+            attributes["productName"] = {"string": product.name}
+        bodies.append(
+            {
+                "apiVersion": f"{RESOURCE_GROUP}/{RESOURCE_VERSION}",
+                "kind": "ResourceSlice",
+                "metadata": {"generateName": f"{node_name}-{GPU_DRIVER}-"},
+                "spec": spec,
+            }
+        )
+    return bodies
 
 
 def create_gpu_node(
@@ -454,35 +526,6 @@ def wait_for(probe: Callable[[], T | None], timeout: float, what: str | Callable
 
 
 # -- internals ---------------------------------------------------------------------------------
-
-
-def _parse_mig_profile(profile: str, product: GpuProduct) -> tuple[int, int, int, str]:
-    """(slices, memory GB, GI profile id, profile) of a profile like "1g.10gb" or "1g.5gb+me"."""
-    match = _MIG_PROFILE.match(profile)
-    if not match or int(match[1]) not in _GI_PROFILE_IDS:
-        raise ValueError(f"not a MIG profile: {profile!r}")
-    slices, memory_gb = int(match[1]), int(match[2])
-    gi_profile_id = _GI_PROFILE_IDS[slices]
-    if match[3]:
-        gi_profile_id = 20
-    elif slices == 1 and memory_gb > product.memory_mib // 1024 // 8:
-        gi_profile_id = 15  # 1g with two memory slices (1g.10gb on a 40 GB A100)
-    return slices, memory_gb, gi_profile_id, profile
-
-
-def _place_mig(sizes: Sequence[int], used: frozenset[int] = frozenset()) -> list[int] | None:
-    """Placement starts for MIG instances of the given slice counts, in order, or None."""
-    if not sizes:
-        return []
-    size, rest = sizes[0], sizes[1:]
-    for start in _MIG_STARTS[size]:
-        slots = frozenset(range(start, start + _MIG_SLOTS[size]))
-        if slots & used or max(slots) > 7:
-            continue
-        placed = _place_mig(rest, used | slots)
-        if placed is not None:
-            return [start, *placed]
-    return None
 
 
 def _create_cluster_object(

@@ -114,7 +114,7 @@ def test_semver_normalize() -> None:
         ("device.driver == 'gpu.nvidia.com'", True),
         ("device.attributes['gpu.nvidia.com'].type == 'gpu'", True),
         # A qualified attribute name: its domain, not the driver's.
-        ("device.attributes['resource.kubernetes.io'].pciBusID == '0000:10:00.0'", True),
+        ("device.attributes['resource.kubernetes.io'].pciBusID == '0000:07:00.0'", True),
         ("has(device.attributes['gpu.nvidia.com'].profile)", False),
         ("'productName' in device.attributes['gpu.nvidia.com']", True),
         ("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) == 0", True),

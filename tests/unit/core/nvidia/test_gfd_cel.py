@@ -23,8 +23,9 @@ TIME_SLICING = {
         ({"nvidia.com/gpu.family": "hopper"}, [H100]),
         ({"nvidia.com/gpu.family": "ampere"}, [A100, A100_80]),
         ({"nvidia.com/gpu.memory": "40960"}, [A100]),  # GFD: MiB, rounded down
-        ({"nvidia.com/gpu.memory": "81920"}, [A100_80]),
-        ({"nvidia.com/gpu.memory": "81559"}, [H100]),  # NVML's total for an H100 80GB HBM3
+        # The driver's mock H100 has an A100 80GB's memory; a real H100 80GB HBM3 has 81559 MiB.
+        ({"nvidia.com/gpu.memory": "81920"}, [A100_80, H100]),
+        ({"nvidia.com/gpu.memory": "81559"}, []),
         ({"nvidia.com/gpu.memory": "40959"}, []),
         ({"nvidia.com/gpu.compute.major": "9"}, [H100]),
         (
