@@ -1,5 +1,6 @@
 """YAML in and out with PyYAML's semantics (YAML 1.1, as kubectl reads it), at several times
-PyYAML's speed for the JSON-shaped documents Kubernetes manifests are.
+PyYAML's speed for the JSON-shaped documents Kubernetes manifests are. One exception: base-60
+numbers (`1:30`) are strings, as the API server reads them.
 
 Reading keeps libyaml's parser and builds the Python objects directly instead of through
 PyYAML's generic constructor; writing emits block-style text for plain mappings, lists and
@@ -36,11 +37,61 @@ _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 _WIDTH = 1 << 16
 
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+# YAML 1.1's base-60 numbers, as PyYAML's int and float patterns spell them. The API server
+# reads YAML with sigs.k8s.io/yaml, a fork of go-yaml v2, which never resolves them
+# (strconv.ParseInt(plain, 0, 64) in its resolve.go): `1:30` is a string there. PyYAML also
+# builds the number digit group by digit group in ever larger integers, so 600 KB of
+# `1:0:0:…` took seconds of CPU. Read as the API server reads them.
+_BASE_60 = {
+    _INT: r"|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+",
+    _FLOAT: r"|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*",
+}
+
+
+def _without_base_60(
+    resolvers: dict[Any, list[tuple[str, re.Pattern[str]]]],
+) -> dict[Any, list[tuple[str, re.Pattern[str]]]]:
+    out: dict[Any, list[tuple[str, re.Pattern[str]]]] = {}
+    for first, entries in resolvers.items():
+        out[first] = []
+        for tag, pattern in entries:
+            if tag in _BASE_60:
+                if _BASE_60[tag] not in pattern.pattern:  # a PyYAML that spells them otherwise
+                    raise AssertionError(f"PyYAML's {tag} pattern changed")
+                pattern = re.compile(pattern.pattern.replace(_BASE_60[tag], ""), pattern.flags)
+            out[first].append((tag, pattern))
+    return out
+
+
+IMPLICIT_RESOLVERS = _without_base_60(Resolver.yaml_implicit_resolvers)
+
 # PyYAML's implicit tags of YAML 1.1 (0644 is an int, yes a bool) for (self, kind, value,
-# implicit); untyped upstream.
+# implicit), over the loader's own table; untyped upstream.
 _resolve: Callable[[Any, Any, str, tuple[bool, bool]], str] = Resolver.resolve
 _CParser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def _number(base: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """A constructor of `!!int` or `!!float` that refuses base-60, as go-yaml does a tag its
+    value does not fit, before PyYAML would spend seconds on a long one."""
+
+    def construct(loader: Any, node: Any) -> Any:
+        if ":" in loader.construct_scalar(node):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a base-60 number is not a {node.tag}", node.start_mark
+            )
+        return base(loader, node)
+
+    return construct
+
+
+def read_as_the_api_server(loader: type[Any]) -> None:
+    loader.yaml_implicit_resolvers = IMPLICIT_RESOLVERS
+    loader.add_constructor(_INT, _number(yaml.constructor.SafeConstructor.construct_yaml_int))
+    loader.add_constructor(_FLOAT, _number(yaml.constructor.SafeConstructor.construct_yaml_float))
 
 
 class TooComplex(ValueError):
@@ -102,6 +153,9 @@ class _Loader(yaml.SafeLoader):
         return node
 
 
+read_as_the_api_server(_Loader)
+
+
 class _FastLoader(_CParser):  # type: ignore[misc,valid-type]
     """libyaml's parser, for streams without anchors (so every node is a tree): implicit tags
     are resolved once per distinct plain scalar, and documents are built by one recursion
@@ -154,6 +208,9 @@ class _FastLoader(_CParser):  # type: ignore[misc,valid-type]
                 built = self._values[cached] = self.construct_object(node, deep=True)
                 return built
         raise _NotSimple
+
+
+read_as_the_api_server(_FastLoader)
 
 
 def load_all(text: str, found: list[Source | None] | None = None) -> Iterable[Any]:
