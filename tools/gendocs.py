@@ -157,6 +157,17 @@ FIELDS = {
     "`leave` keeps them on the device plugin at admission; `translate` moves them with the "
     "term kept and a warning. Offline they are translated with the warning. See "
     "[capacity](../concepts/capacity.md#cloud-node-pools).",
+    "templatesPerNamespace": "The most ResourceClaimTemplates gpu2dra makes in one "
+    "namespace, counted from the webhook's cache of its own templates (no API call). Each "
+    "distinct shape of GPU request (DeviceClass, count, selectors, sharing) is one template, "
+    "shared by every pod of that shape; a namespace runs a handful, and 100 leaves room for "
+    "far more while bounding what forged reviews, pods the API server then refuses, or a new "
+    "product string in every nodeSelector can pile up: at most 100 objects a namespace in "
+    "etcd and in each replica's cache. A pod that needs one more is left on the device plugin "
+    "with a warning (outcome `template-limit`, counted in `gpu2dra_outcomes_total`), under "
+    "either `onError`; `gpu2dra prune-templates` deletes the unused ones. A pod of several "
+    "shapes, or pods admitted at the same moment, can take a namespace a few templates past "
+    "it. See [capacity](../operations/capacity.md).",
     "draSchedulers": "The schedulers known to allocate DRA claims: a GPU pod whose "
     "`spec.schedulerName` is another one is left as it is, with a warning (an unset "
     "`schedulerName` is `default-scheduler`). See [fail closed](../concepts/translation.md"
@@ -247,6 +258,7 @@ def _values(key: str) -> str:
         "mappings": "map of resource name to [mapping](#mappings)",
         "draSchedulers": "non-empty list of scheduler names",
         "ignoreKeys": "list of keys (`domain/name`) or prefixes ending in `*`",
+        "templatesPerNamespace": "a whole number, 1 or more",
     }[key]
 
 

@@ -217,6 +217,13 @@ class Code(StrEnum):
         "left",
         "gpu2dra could not create ResourceClaimTemplates: {why}",
     )
+    TEMPLATE_LIMIT = (
+        "template-limit",
+        "left",
+        "namespace {namespace} holds {count} ResourceClaimTemplates of gpu2dra's, as many as "
+        "the policy's templatesPerNamespace ({limit}) allows: none is made for this pod's "
+        "shape; pod left on the device plugin (gpu2dra prune-templates deletes unused ones)",
+    )
     # ---- Kueue: a queued pod its ClusterQueue would not count (policy kueuePods) ----
     KUEUE_NO_DRA = (
         "kueue-no-dra",
@@ -323,9 +330,10 @@ class Code(StrEnum):
     NO_RULE = (
         "no-rule",
         "note",
-        "{kind} is a kind gpu2dra has no rule for: its pod specs were translated as found; if "
-        "its controller reads GPU counts from them (as KubeRay and Kubeflow Trainer do), apply "
-        "it untranslated and let admission translate its pods",
+        "{kind} is a kind gpu2dra has no rule for: left as is, since its controller may read "
+        "GPU counts from its pod specs or refuse resourceClaims in them; its pods are "
+        "translated at admission (in a namespace where gpu2dra is enabled); name it in the "
+        "policy's translateKinds to translate it here",
     )
     RAY_GPUS_SET = (
         "ray-gpus-set",

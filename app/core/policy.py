@@ -85,10 +85,19 @@ cloudPools: leave
 # The schedulers that allocate DRA claims: a GPU pod whose spec.schedulerName is another one
 # is left as it is (unset is default-scheduler).
 draSchedulers: [default-scheduler]
+# The most ResourceClaimTemplates gpu2dra makes in one namespace: one a distinct shape of GPU
+# request (class, count, selectors, sharing); a namespace runs a handful. A pod that needs one
+# more is left on the device plugin with a warning (outcome template-limit); prune-templates
+# makes room. It bounds what forged reviews or careless shapes can pile up in a namespace.
+templatesPerNamespace: 100
 # Annotations, node labels and extended resources in a GPU vendor's domain (nvidia.com,
 # hami.io, the mapped resources' domains) that leave a pod untranslated unless listed here:
 # exact keys, or prefixes ending in `*`. Only for keys the cluster knows change no GPU.
 ignoreKeys: []
+# Kinds no rule of gpu2dra's knows (group/Kind) whose pod specs `gpu2dra translate` rewrites in
+# place; any other unknown kind is left as it is, its pods translated at admission. Only for
+# kinds whose controller copies its pod templates into pods as written and reads no GPU count.
+translateKinds: []
 """
 
 
@@ -115,6 +124,10 @@ class Policy:
     dra_schedulers: frozenset[str] = frozenset({"default-scheduler"})
     # Keys in a watched domain that leave no pod: exact, or prefixes ending in `*`.
     ignore_keys: tuple[str, ...] = ()
+    # gpu2dra's templates a namespace may hold before a pod needing a new one is left
+    templates_per_namespace: int = 100
+    # Kinds no rule knows (group/Kind) that offline translation rewrites in place
+    translate_kinds: frozenset[str] = frozenset()
     _exact: dict[str, ResourceMapping] = field(init=False, repr=False, compare=False)
     _prefixes: tuple[tuple[str, ResourceMapping], ...] = field(
         init=False, repr=False, compare=False
@@ -218,6 +231,8 @@ KEYS = {
     "cloudPools",
     "draSchedulers",
     "ignoreKeys",
+    "templatesPerNamespace",
+    "translateKinds",
 }
 
 
@@ -258,6 +273,10 @@ def parse_policy(raw: Any) -> Policy:
         cloud_pools=_choice(raw, "cloudPools", LEAVE_OR_TRANSLATE),
         dra_schedulers=_dra_schedulers(raw.get("draSchedulers", DEFAULT["draSchedulers"])),
         ignore_keys=_ignore_keys(raw.get("ignoreKeys", DEFAULT["ignoreKeys"])),
+        templates_per_namespace=_bound(
+            raw.get("templatesPerNamespace", DEFAULT["templatesPerNamespace"])
+        ),
+        translate_kinds=_translate_kinds(raw.get("translateKinds", DEFAULT["translateKinds"])),
     )
     for key in found.ignore_keys:
         expect(
@@ -275,6 +294,27 @@ def _dra_schedulers(raw: Any) -> frozenset[str]:
         "draSchedulers",
         "must be a non-empty list of scheduler names (default-scheduler is the default one)",
     )
+    return frozenset(raw)
+
+
+def _bound(raw: Any) -> int:
+    expect(
+        type(raw) is int and raw >= 1,
+        "templatesPerNamespace",
+        f"must be a whole number of templates, 1 or more, not {raw!r}",
+    )
+    return int(raw)
+
+
+def _translate_kinds(raw: Any) -> frozenset[str]:
+    expect(isinstance(raw, list), "translateKinds", "must be a list of group/Kind")
+    for kind in raw:
+        group, slash, name = kind.partition("/") if isinstance(kind, str) else ("", "", "")
+        expect(
+            bool(group and slash and name) and "/" not in name,
+            f"translateKinds[{kind!r}]",
+            "must be a kind with its API group, without version: apps.kruise.io/CloneSet",
+        )
     return frozenset(raw)
 
 

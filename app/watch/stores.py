@@ -20,6 +20,12 @@ log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
+# A list comes in pages of this many objects (limit + continue): no cache arrives as one body
+# (40,000 templates are some 60 MB of JSON), and each page has a timeout of its own, so the
+# time a whole list may take grows with the objects listed.
+PAGE = 500
+PAGE_TIMEOUT = 10.0  # seconds a page may take, at the least: 500 objects on a busy server
+
 
 def name_key(obj: Obj) -> str:
     """The key of a cluster-scoped object (or one of a single namespace): its name."""
@@ -45,9 +51,11 @@ class Store(Generic[K, V]):
         metrics: CacheMetrics,
         timeout: float,
         on_change: Callable[[], None] = lambda: None,
+        page: int = PAGE,
     ) -> None:
         self.name, self._list, self._key, self._value = name, list_fn, key, value
         self._metrics, self._timeout, self._on_change = metrics, timeout, on_change
+        self._page = page
         self.items: dict[K, V] = {}
         # Set once, at the first list, and never cleared: while a broken watch re-lists, the
         # last state is still the best answer there is, so readiness stays (and the replica
@@ -55,6 +63,14 @@ class Store(Generic[K, V]):
         self.synced = threading.Event()
         self._synced_gauge = metrics.cache_synced.labels(name)
         self._synced_gauge.set(0)
+        # True from a list until its watch breaks: the cache holds every change so far. A read
+        # that must not act on a stale answer (the webhook's own templates) asks this.
+        self.current = False
+
+    @property
+    def stale(self) -> bool:
+        """Synced once, but its watch broke since: changes may be missing until it re-lists."""
+        return self.synced.is_set() and not self.current
 
     def get(self, key: K) -> V | None:
         return self.items.get(key)
@@ -81,6 +97,7 @@ class Store(Generic[K, V]):
                 backoff = 0.5
                 self._watch(version, stop)
             except Exception as err:  # the cache must outlive any API failure
+                self.current = False
                 self._synced_gauge.set(0)
                 if stop.is_set():
                     return  # shutting down: a log line now could race the interpreter's exit
@@ -90,15 +107,31 @@ class Store(Generic[K, V]):
 
     def _relist(self) -> str:
         self._metrics.cache_relists.labels(self.name).inc()
-        self._metrics.api_calls.labels("list", self.name).inc()
-        resp = self._list(_preload_content=False, _request_timeout=self._timeout)
-        body = orjson.loads(resp.data)
-        self._replace({self._key(o): self._value(o) for o in body.get("items") or []})
+        items: dict[K, V] = {}
+        token: str | None = None
+        while True:
+            self._metrics.api_calls.labels("list", self.name).inc()
+            resp = self._list(
+                limit=self._page,
+                _continue=token,
+                _preload_content=False,
+                _request_timeout=max(self._timeout, PAGE_TIMEOUT),
+            )
+            body = orjson.loads(resp.data)
+            # Each page's objects are kept as values at once: only one page's JSON at a time.
+            items.update((self._key(o), self._value(o)) for o in body.get("items") or ())
+            meta = body.get("metadata") or {}
+            token = meta.get("continue") or None
+            del resp, body
+            if token is None:  # the last page; a 410 on a token too old starts over
+                break
+        self._replace(items)
         self._on_change()
         self._metrics.cache_objects.labels(self.name).set(len(self.items))
         self._synced_gauge.set(1)
         self.synced.set()
-        return str(body["metadata"]["resourceVersion"])
+        self.current = True
+        return str(meta["resourceVersion"])
 
     def _watch(self, version: str, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -141,6 +174,10 @@ class NamespacedStore(Store[tuple[str, str], V]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._by_namespace: dict[str, dict[str, V]] = {}
+
+    def count(self, namespace: str) -> int:
+        """How many objects `namespace` holds."""
+        return len(self._by_namespace.get(namespace) or ())
 
     def in_namespace(self, namespace: str) -> tuple[V, ...]:
         found = self._by_namespace.get(namespace)

@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from app.core import autoscalers, kueue
 from app.core.autoscalers import Autoscaler
 from app.core.catalog import Catalog, SliceFacts, published_by, sharing_of, slice_facts
-from app.core.kube import Obj
+from app.core.kube import MANAGED_BY, Obj
 from app.core.kueue import Kueue
 from app.core.policy import Policy
 from app.core.quota import Quota
@@ -32,9 +32,12 @@ from app.core.resources import DraRequest, dra_requests
 from app.core.templates import Owned, live_digest
 from app.watch.stores import NamespacedStore, Store, name_key, namespaced_key
 from app.webhook.clusterview import ReadFailed, TemplateError, TemplateSquatted
+from app.webhook.logs import ASKER
 from app.webhook.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+MANAGED_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 
 
 class Cached(NamedTuple):
@@ -110,11 +113,19 @@ class LiveCluster:
             value=slice_facts,
             on_change=self._refresh_sharing,
         )
-        self.templates: Store[tuple[str, str], Cached] = store(
+        # Only gpu2dra's templates, by its label: the others (a cluster may hold many) cost no
+        # memory. A foreign one under gpu2dra's name is still found: the create of a name the
+        # cache lacks answers AlreadyExists, and that one object is read (`_create`).
+        self.templates: NamespacedStore[Cached] = NamespacedStore(
             "resourceclaimtemplates",
-            resource.list_resource_claim_template_for_all_namespaces,
+            functools.partial(
+                resource.list_resource_claim_template_for_all_namespaces,
+                label_selector=MANAGED_SELECTOR,
+            ),
             key=namespaced_key,
             value=cached,
+            metrics=metrics,
+            timeout=timeout,
         )
         self.quotas: NamespacedStore[Quota] = NamespacedStore(
             "resourcequotas",
@@ -242,6 +253,8 @@ class LiveCluster:
         return self.quotas.in_namespace(namespace)
 
     def has_templates(self, namespace: str, templates: Iterable[Owned]) -> bool:
+        if self.templates.stale:  # one may have been deleted since: ensure_templates tells
+            return False
         get = self.templates.get
         for t in templates:
             found = get((namespace, t.name))
@@ -249,11 +262,15 @@ class LiveCluster:
                 return False
         return True
 
+    def template_count(self, namespace: str) -> int:
+        return self.templates.count(namespace)
+
     async def ensure_templates(self, namespace: str, templates: Iterable[Owned]) -> None:
         pending = []
         for tpl in templates:
             key = (namespace, tpl.name)
-            found = self.templates.get(key)
+            # A stale cache is not trusted: the create, and on AlreadyExists the read, tell.
+            found = None if self.templates.stale else self.templates.get(key)
             if found is not None:
                 if found.digest == tpl.digest:
                     continue
@@ -296,6 +313,16 @@ class LiveCluster:
                 namespace, body, _request_timeout=self._timeout
             )
             self._metrics.templates_created.inc()
+            asker = ASKER.get()
+            log.info(
+                "created ResourceClaimTemplate",
+                extra={
+                    "uid": asker and asker.uid,
+                    "namespace": namespace,
+                    "template": template.name,
+                    "user": asker and asker.user,
+                },
+            )
         except ApiException as err:
             if err.status != 409:
                 raise
@@ -306,7 +333,8 @@ class LiveCluster:
                 template.name, namespace, _preload_content=False, _request_timeout=self._timeout
             )
             found = cached(orjson.loads(resp.data))
-            self.templates.put(key, found)
+            if found.digest is not None:  # labelled: the watch says when it changes or goes
+                self.templates.put(key, found)
             if found.digest != template.digest:
                 raise squatted(namespace, template.name, found) from None
             return
@@ -372,6 +400,9 @@ class OfflineCluster:
 
     def has_templates(self, namespace: str, templates: Iterable[Owned]) -> bool:
         return True  # offline, templates are returned, never created
+
+    def template_count(self, namespace: str) -> int:
+        return 0  # offline, nothing is created
 
     async def ensure_templates(self, namespace: str, templates: Iterable[Owned]) -> None:
         return None

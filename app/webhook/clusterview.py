@@ -47,6 +47,9 @@ class ClusterView(Protocol):
         """Each template is known to exist in `namespace` as gpu2dra writes it: its name,
         gpu2dra's label and exactly its spec (from the cache: no API call)."""
 
+    def template_count(self, namespace: str) -> int:
+        """How many of gpu2dra's templates `namespace` holds (from the cache: no API call)."""
+
     async def ensure_templates(self, namespace: str, templates: Iterable[Owned]) -> None:
         """Make sure each template exists in `namespace` as gpu2dra writes it; raise
         TemplateSquatted if one of the name is not gpu2dra's, TemplateError if it could not

@@ -4,12 +4,36 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, NamedTuple
 
 import orjson
 
 # Fields a caller may attach with `extra=`; nothing else (no objects, no specs) is logged.
-FIELDS = ("uid", "namespace", "kind", "operation", "result", "ms", "endpoint")
+FIELDS = (
+    "uid",
+    "namespace",
+    "kind",
+    "operation",
+    "result",
+    "ms",
+    "endpoint",
+    "template",
+    "user",
+)
+
+
+class Asker(NamedTuple):
+    """The admission request a write of gpu2dra's is made for: its uid, and the caller as the
+    API server names it (userInfo.username), which the body alone cannot prove."""
+
+    uid: str
+    user: str | None
+
+
+# Set by /mutate around the template creates a pod needs; a create's log line reads it. The
+# create runs on a worker thread, which asyncio starts with a copy of this context.
+ASKER: ContextVar[Asker | None] = ContextVar("asker", default=None)
 
 
 class JsonFormatter(logging.Formatter):

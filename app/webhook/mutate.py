@@ -33,6 +33,7 @@ from app.core.shape import shape_of
 from app.core.templates import Owned, owned
 from app.core.translate import describe, translate
 from app.webhook.clusterview import ClusterView, TemplateError, TemplateSquatted
+from app.webhook.logs import ASKER, Asker
 from app.webhook.reviews import (
     AdmissionRequest,
     allowed,
@@ -132,7 +133,14 @@ class Mutator:
         verdict = recorded(pod, prepared)
         if request.get("dryRun") or cluster.has_templates(namespace, prepared.templates):
             return verdict
-        return self._after_templates(verdict, namespace, prepared, cluster)
+        # A new template: only while the namespace holds fewer of gpu2dra's than the bound.
+        limit = self.policy.templates_per_namespace
+        if (count := cluster.template_count(namespace)) >= limit:
+            why = Finding(Code.TEMPLATE_LIMIT, namespace=namespace, count=count, limit=limit)
+            return allow([why, *prepared.warnings], (why.code, *prepared.codes))
+        user = (request.get("userInfo") or {}).get("username")
+        asker = Asker(request["uid"], user if isinstance(user, str) else None)
+        return self._after_templates(verdict, namespace, prepared, cluster, asker)
 
     def prepare(self, spec: Obj, catalog: Catalog, annotations: Annotations = ()) -> Prepared:
         """translate() and its patch, remembered per pod shape; `annotations`: the pod's
@@ -201,8 +209,14 @@ class Mutator:
         return Verdict("quota", allowed([text]), (warning.code,))
 
     async def _after_templates(
-        self, answer: Verdict, namespace: str, prepared: Prepared, cluster: ClusterView
+        self,
+        answer: Verdict,
+        namespace: str,
+        prepared: Prepared,
+        cluster: ClusterView,
+        asker: Asker,
     ) -> Verdict:
+        token = ASKER.set(asker)  # each create's log line says whom it was made for
         try:
             await cluster.ensure_templates(namespace, prepared.templates)
         except TemplateSquatted as err:
@@ -210,6 +224,8 @@ class Mutator:
             return self.failed(Finding(Code.TEMPLATE_NOT_OURS, why=err), prepared.warnings)
         except TemplateError as err:
             return self.failed(Finding(Code.TEMPLATE_ERROR, why=err), prepared.warnings)
+        finally:
+            ASKER.reset(token)
         return answer
 
     def failed(self, why: Finding, warnings: tuple[Finding, ...] = ()) -> Verdict:

@@ -38,6 +38,9 @@ class FakeCluster:
     def has_templates(self, namespace: str, templates: Iterable[Owned]) -> bool:
         return False  # every pod's templates are "created", and recorded in `created`
 
+    def template_count(self, namespace: str) -> int:
+        return len({name for ns, name in self.created if ns == namespace})
+
     async def ensure_templates(self, namespace: str, templates: Iterable[Owned]) -> None:
         if self.fail_with:
             raise TemplateError(self.fail_with)

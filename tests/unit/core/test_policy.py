@@ -159,3 +159,11 @@ def test_fail_closed_fields() -> None:
     assert policy.watches("nvidia.com/gpu.presents") and policy.watches("amd.com/x")
     amd = {"amd.com/gpu": {"deviceClassName": "gpu.amd.com"}}
     assert parse_policy({"ignoreKeys": ["amd.com/x"], "mappings": amd}).ignores("amd.com/x")
+
+
+def test_gpu2dra_makes_at_most_so_many_templates_a_namespace() -> None:
+    assert parse_policy({}).templates_per_namespace == 100
+    assert parse_policy({"templatesPerNamespace": 5}).templates_per_namespace == 5
+    for wrong in (0, -1, "10", True, 1.5):
+        with pytest.raises(PolicyError, match="templatesPerNamespace"):
+            parse_policy({"templatesPerNamespace": wrong})

@@ -151,3 +151,83 @@ def test_quotas_are_read_by_namespace() -> None:
         Quota("more", {"memory": "1"}),
     ]
     assert store.in_namespace("b") == () and store.in_namespace("c") == ()
+
+
+class PagedApi:
+    """A list of five objects served two at a time (limit + continue), then a watch that
+    stops; the request timeout of each call is kept."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, watch: bool = False, **kwargs: Any) -> FakeResponse:
+        if watch:
+            self.stop.set()
+            return FakeResponse()
+        self.calls.append(kwargs)
+        names = ["a", "b", "c", "d", "e"]
+        start = int(kwargs.get("_continue") or 0)
+        limit = kwargs.get("limit") or len(names)
+        end = start + limit
+        meta: dict[str, Any] = {"resourceVersion": "7"}
+        if end < len(names):
+            meta["continue"] = str(end)
+        items = [ns(n, "7") for n in names[start:end]]
+        return FakeResponse(orjson.dumps({"metadata": meta, "items": items}))
+
+
+def test_a_store_lists_page_by_page() -> None:
+    """A large cache is listed in pages (limit + continue), each under its own timeout: the
+    list of 40,000 templates neither arrives as one body nor must fit in one short timeout."""
+    stop = threading.Event()
+    api = PagedApi(stop)
+    store: Store[str, dict[str, str]] = Store(
+        "namespaces",
+        api,
+        key=lambda o: o["metadata"]["name"],
+        value=lambda o: o["metadata"]["labels"],
+        metrics=CacheMetrics(),
+        timeout=1,
+        page=2,
+    )
+    store.run(stop)
+    assert sorted(store.items) == ["a", "b", "c", "d", "e"]
+    assert [c.get("_continue") for c in api.calls] == [None, "2", "4"]
+    assert all(c["limit"] == 2 for c in api.calls)
+    assert all(c["_request_timeout"] >= 10 for c in api.calls)
+
+
+class BrokenApi:
+    """One list; a watch that fails; a second list that fails too, and stops."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop, self.lists = stop, 0
+
+    def __call__(self, watch: bool = False, **kwargs: Any) -> FakeResponse:
+        if watch:
+            raise OSError("connection reset")
+        self.lists += 1
+        if self.lists > 1:
+            self.stop.set()
+            raise OSError("connection refused")
+        return FakeResponse(orjson.dumps({"metadata": {"resourceVersion": "1"}, "items": []}))
+
+
+def test_a_store_is_not_current_while_its_watch_is_broken() -> None:
+    """`current` says whether the last list and its watch still hold: what reads that must
+    not trust a stale cache (the webhook's own templates) ask. `synced` stays set."""
+    stop = threading.Event()
+    store: Store[str, dict[str, str]] = Store(
+        "namespaces",
+        BrokenApi(stop),
+        key=lambda o: o["metadata"]["name"],
+        value=lambda o: o["metadata"]["labels"],
+        metrics=CacheMetrics(),
+        timeout=1,
+    )
+    assert not store.current
+    store._relist()
+    assert store.current
+    store.run(stop)
+    assert store.synced.is_set() and not store.current

@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from app.core import autoscalers
 from app.core.catalog import SliceFacts
 from app.core.templates import owned
-from app.webhook.cluster import LiveCluster
+from app.webhook.cluster import Cached, LiveCluster
 from app.webhook.clusterview import ReadFailed, TemplateError
 from app.webhook.metrics import Metrics
 from tests.unit.watch.responses import FakeResponse
@@ -170,3 +170,31 @@ def test_the_catalog_names_the_node_autoscalers() -> None:
     assert found.kind == "karpenter" and not found.adds_dra_nodes
     assert found.shown == "Karpenter v1.8.1 (karpenter/karpenter)"
     assert {s.name for s in cluster.autoscalers} <= {s.name for s in cluster.stores}
+
+
+def test_the_template_cache_holds_only_gpu2dras_templates() -> None:
+    """Listed and watched by gpu2dra's label: a cluster's other templates cost no memory."""
+    cluster = LiveCluster(client.ApiClient(), Metrics())
+    keywords = getattr(cluster.templates._list, "keywords", None)
+    assert keywords == {"label_selector": "app.kubernetes.io/managed-by=gpu2dra"}
+
+
+def test_a_stale_template_cache_is_not_trusted() -> None:
+    """While the templates' watch is broken, a template the cache holds may have been deleted
+    since (pruned): the pod's template is created again, and AlreadyExists read back."""
+    template = owned({"metadata": {"name": "t"}, "spec": {"spec": {"devices": {"requests": []}}}})
+    cluster = LiveCluster(client.ApiClient(), Metrics())
+    cluster.templates.put(("ml", "t"), Cached([], template.digest))
+    cluster.templates.synced.set()
+    cluster.templates.current = True
+    assert cluster.has_templates("ml", [template])
+    cluster.templates.current = False  # as a broken watch leaves it, until listed again
+    assert not cluster.has_templates("ml", [template])
+    created: list[str] = []
+
+    def create(namespace: str, body: Any, **kwargs: Any) -> None:
+        created.append(body["metadata"]["name"])
+
+    cluster._resource.create_namespaced_resource_claim_template = create
+    asyncio.run(cluster.ensure_templates("ml", [template]))
+    assert created == ["t"]

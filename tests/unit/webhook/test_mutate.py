@@ -387,3 +387,60 @@ def test_kueue_pods_translate_moves_them_and_says_so() -> None:
     assert "patch" in verdict.response and verdict.codes == (Code.KUEUE_TRANSLATED,)
     (warning,) = verdict.response["warnings"]
     assert warning.endswith("; translated as the policy's kueuePods: translate says")
+
+
+def test_every_template_create_is_logged_with_who_asked(
+    policy: Policy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One JSON line per create: the review's uid, the namespace, the template and the caller
+    as the API server names it (userInfo.username); nothing says who asked otherwise."""
+    import logging
+
+    import orjson
+    from kubernetes import client
+
+    from app.webhook.cluster import LiveCluster
+    from app.webhook.logs import JsonFormatter
+    from app.webhook.metrics import Metrics
+
+    cluster = LiveCluster(client.ApiClient(), Metrics())
+    cluster.namespaces.items["ml"] = {"gpu2dra.io/migration": "enabled"}
+    cluster._catalog = Catalog.of(["gpu.nvidia.com", "mig.nvidia.com"])
+    for store in cluster.stores:
+        store.synced.set()
+    made: list[str] = []
+
+    def create(namespace: str, body: Obj, **kwargs: Any) -> None:
+        made.append(body["metadata"]["name"])
+
+    cluster._resource.create_namespaced_resource_claim_template = create
+    review = request(pod(), uid="7e1d", userInfo={"username": "system:serviceaccount:ml:ci"})
+    with caplog.at_level(logging.INFO, logger="app.webhook.cluster"):
+        answer = run(Mutator(policy)(review, cluster))
+    assert "patch" in answer and len(made) == 1
+    (line,) = [
+        orjson.loads(JsonFormatter().format(r)) for r in caplog.records if "template" in r.__dict__
+    ]
+    assert line["uid"] == "7e1d" and line["namespace"] == "ml"
+    assert line["template"] == made[0] and line["user"] == "system:serviceaccount:ml:ci"
+
+
+def test_a_namespace_at_its_template_bound_gets_no_new_template(policy: Policy) -> None:
+    """Past the policy's templatesPerNamespace (counted from the cache, no API call), a pod
+    that needs a new template is left as it is, with a warning and its outcome code, under
+    either onError: forged or careless shapes cannot fill a namespace with templates."""
+    for on_error in ("allow", "deny"):
+        bounded = replace(policy, templates_per_namespace=3, on_error=on_error)
+        cluster = enabled()
+        cluster.created += [("ml", f"t{i}") for i in range(3)]
+        verdict = Mutator(bounded)(request(pod()), cluster)
+        verdict = asyncio.run(verdict) if isinstance(verdict, Coroutine) else verdict
+        assert verdict.result == "allowed" and Code.TEMPLATE_LIMIT in verdict.codes
+        (warning,) = verdict.response["warnings"]
+        assert "3 ResourceClaimTemplates" in warning and "templatesPerNamespace" in warning
+        assert "patch" not in verdict.response and len(cluster.created) == 3
+    # Under the bound, the pod gets its template as ever.
+    cluster = enabled()
+    cluster.created += [("ml", "t0"), ("ml", "t1")]
+    answer = run(Mutator(replace(policy, templates_per_namespace=3))(request(pod()), cluster))
+    assert "patch" in answer and len(cluster.created) == 3

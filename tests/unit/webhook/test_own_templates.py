@@ -249,3 +249,18 @@ def test_a_squatted_name_denies_the_pod_under_on_error_deny(policy: Policy) -> N
 def test_cached_keeps_the_requests_for_validate() -> None:
     found = cached(live(ONE_GPU.template()))
     assert isinstance(found, Cached) and [r.devices for r in found.requests] == [1]
+
+
+def test_an_unlabelled_template_under_gpu2dras_name_is_found_without_a_cache_of_it() -> None:
+    """The cache holds only labelled templates: an unlabelled one under gpu2dra's name is found
+    by the create's AlreadyExists and the read of that one object, and not kept, since no
+    label-selected watch would say when it is deleted: once it is, the next pod makes
+    gpu2dra's."""
+    want = owned(ONE_GPU.template())
+    unlabelled = live(ONE_GPU.template())
+    del unlabelled["metadata"]["labels"]
+    cluster, api = already_exists(unlabelled)
+    for _ in range(2):
+        with pytest.raises(TemplateSquatted, match="no label"):
+            asyncio.run(cluster.ensure_templates("ml", [want]))
+    assert api.reads == 2 and ("ml", want.name) not in cluster.templates.items
