@@ -5,7 +5,12 @@ thread here plays their kubelet's one part the tests need: it marks them Ready.
 
 What is applied: Karpenter's CRDs from its module, a KWOKNodeClass (Ready), and a NodePool
 `gpu` at zero nodes whose instance types (INSTANCE_TYPES, given with
---instance-types-file-path) offer nvidia.com/gpu as the device plugin would."""
+--instance-types-file-path) offer nvidia.com/gpu as the device plugin would.
+
+With dra=True it runs `karpenter-dra` instead (tests/karpenter/kwokdra/: the same provider whose
+GPU instance types predict their gpu.nvidia.com devices, from DEVICES_FILE), and a second
+stand-in, SlicePublisher, plays the DRA driver's kubelet plugin: it publishes each GPU Node's
+ResourceSlice."""
 
 from __future__ import annotations
 
@@ -26,6 +31,12 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.support.cluster import (
+    RESOURCE_GROUP,
+    RESOURCE_VERSION,
+    gpu_devices,
+    gpu_resource_slice,
+)
 from tests.support.controlplane import ControlPlane, find_bin_dir
 from tests.support.ports import free_port
 from tests.support.tools import missing
@@ -68,6 +79,25 @@ INSTANCE_TYPES = [
     instance_type("gpu-1x", 1.0, cpu="8", memory="64Gi", **{"nvidia.com/gpu": "1"}),
     instance_type("gpu-8x", 8.0, cpu="96", memory="768Gi", **{"nvidia.com/gpu": "8"}),
 ]
+
+
+def gpu_count(instance: Obj) -> int:
+    return int(instance["resources"].get("nvidia.com/gpu", "0"))
+
+
+def predicted_devices() -> dict[str, list[Obj]]:
+    """What karpenter-dra's KWOK_DRA_DEVICES_FILE holds: for each GPU instance type, the
+    devices NVIDIA's driver publishes on a node with that many A100-SXM4-40GB GPUs, as
+    tests/support/cluster.py's gpu_devices makes them, less the UUID (known only once the node
+    runs)."""
+    predicted = {}
+    for instance in INSTANCE_TYPES:
+        if gpus := gpu_count(instance):
+            devices = gpu_devices("template", gpus=gpus)
+            for device in devices:
+                device["attributes"].pop("uuid", None)
+            predicted[instance["name"]] = devices
+    return predicted
 
 
 def node_class() -> Obj:
@@ -157,14 +187,69 @@ class NodeReadier:
             self.core.patch_node(node.metadata.name, {"spec": {"taints": body}})
 
 
+class SlicePublisher:
+    """The DRA driver's kubelet plugin for the Nodes Karpenter's kwok provider creates: each
+    Node of a GPU instance type gets the gpu.nvidia.com ResourceSlice of its GPUs (gpu_devices,
+    owned by the Node), once; clear() deletes the slices it made."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.gpus = {t["name"]: gpu_count(t) for t in INSTANCE_TYPES if gpu_count(t)}
+        self.published: dict[str, str] = {}  # node name -> slice name
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kwok-slice-publisher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            try:
+                for node in self.core.list_node(label_selector=KWOK_NODE).items:
+                    self._publish(node)
+            except Exception as error:  # the API server restarting, a closed pool
+                self.errors.append(repr(error))
+
+    def _publish(self, node: client.V1Node) -> None:
+        name = node.metadata.name
+        gpus = self.gpus.get((node.metadata.labels or {}).get("node.kubernetes.io/instance-type"))
+        if not gpus or name in self.published:
+            return
+        owner = {"metadata": {"name": name, "uid": node.metadata.uid}}
+        body = gpu_resource_slice(name, gpu_devices(name, gpus=gpus), owner=owner)
+        created = self.custom.create_cluster_custom_object(
+            RESOURCE_GROUP, RESOURCE_VERSION, "resourceslices", body
+        )
+        self.published[name] = created["metadata"]["name"]
+
+    def clear(self) -> None:
+        for slice_name in self.published.values():
+            with contextlib.suppress(ApiException):
+                self.custom.delete_cluster_custom_object(
+                    RESOURCE_GROUP, RESOURCE_VERSION, "resourceslices", slice_name
+                )
+        self.published.clear()
+
+
 class Karpenter:
     """Karpenter's kwok provider as a host process of the test's control plane, logging to
     the control plane's log directory (karpenter.log), so a failed run keeps it."""
 
-    def __init__(self, plane: ControlPlane, api: client.ApiClient, work_dir: Path) -> None:
+    def __init__(
+        self, plane: ControlPlane, api: client.ApiClient, work_dir: Path, *, dra: bool = False
+    ) -> None:
         self.plane, self.api, self.work_dir = plane, api, work_dir
-        self.binary = find_bin_dir() / "karpenter" / "karpenter"
+        self.binary = find_bin_dir() / "karpenter" / ("karpenter-dra" if dra else "karpenter")
         self.crds = self.binary.parent / "crds"
+        # karpenter-dra's predicted devices, and the stand-in that publishes the real ones.
+        self.devices = work_dir / "devices.json"
+        self.publisher = SlicePublisher(api) if dra else None
         self.log = plane.log_dir / "karpenter.log"
         self.instance_types = work_dir / "instance-types.json"
         self.health_port, self.metrics_port = free_port(), free_port()
@@ -176,6 +261,7 @@ class Karpenter:
         """The CRDs, a Ready KWOKNodeClass and the GPU NodePool."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.instance_types.write_text(json.dumps(INSTANCE_TYPES, indent=2))
+        self.devices.write_text(json.dumps(predicted_devices(), indent=2))
         self.plane.kubectl("apply", "--server-side", "-f", str(self.crds))
         self.plane.kubectl(
             "wait", "--for=condition=Established", "--timeout=60s", "-f", str(self.crds)
@@ -207,6 +293,8 @@ class Karpenter:
             *args,
         ]
         env = {**os.environ, "KUBECONFIG": str(self.plane.kubeconfig)}
+        if self.publisher is not None:
+            env["KWOK_DRA_DEVICES_FILE"] = str(self.devices)
         with self.log.open("ab") as log:
             log.write(f"--- {' '.join(command)}\n".encode())
             log.flush()
@@ -269,6 +357,8 @@ class Karpenter:
                 core.delete_node(name)
             with contextlib.suppress(ApiException):
                 core.patch_node(name, {"metadata": {"finalizers": None}})
+        if self.publisher is not None:
+            self.publisher.clear()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -282,22 +372,28 @@ class Karpenter:
 
 
 def running_karpenter(
-    plane: ControlPlane, api: client.ApiClient, work_dir: Path
+    plane: ControlPlane, api: client.ApiClient, work_dir: Path, *, dra: bool = False
 ) -> Iterator[Karpenter]:
-    """Karpenter installed and its Nodes' stand-in running (start() is the test's: flags
-    differ); afterwards stopped, its NodeClaims, Nodes and NodePool removed."""
+    """Karpenter installed and its Nodes' stand-ins running (start() is the test's: flags
+    differ); afterwards stopped, its NodeClaims, Nodes, slices and NodePool removed. dra:
+    karpenter-dra, and the slices of its GPU Nodes published."""
     bin_dir = find_bin_dir()
-    if not os.access(bin_dir / "karpenter" / "karpenter", os.X_OK):
-        where = f"karpenter/karpenter missing in {bin_dir}"
+    binary = "karpenter-dra" if dra else "karpenter"
+    if not os.access(bin_dir / "karpenter" / binary, os.X_OK):
+        where = f"karpenter/{binary} missing in {bin_dir}"
         if shutil.which("go") is not None:
             pytest.fail(f"{where}: run `bash {BUILD_HINT}`", pytrace=False)
         missing(f"Go is not installed to build Karpenter: {where}")
-    karpenter = Karpenter(plane, api, work_dir)
+    karpenter = Karpenter(plane, api, work_dir, dra=dra)
     karpenter.install()
     karpenter.readier.start()
+    if karpenter.publisher is not None:
+        karpenter.publisher.start()
     try:
         yield karpenter
     finally:
         karpenter.stop()
         karpenter.readier.stop()
+        if karpenter.publisher is not None:
+            karpenter.publisher.stop()
         karpenter.remove("nodepools", "nodeclaims")
