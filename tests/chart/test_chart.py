@@ -200,6 +200,7 @@ def test_default_install(helm: Path) -> None:
             "Deployment",
             "MutatingWebhookConfiguration",
             "PodDisruptionBudget",
+            "ResourceQuota",  # admits the webhook's system-cluster-critical pods (GKE)
             "Secret",
             "Service",
             "ServiceAccount",

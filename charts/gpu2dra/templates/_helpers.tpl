@@ -77,30 +77,49 @@ webhook configurations depend on. Key by key, as the server fills a policy file:
 {{- toJson $policy }}
 {{- end }}
 
-{{/* The CA, certificate and key of tls.mode=helm, as JSON: those of the existing Secret (an
-upgrade), else new ones (an install, or `helm template`, where lookup finds nothing). Made
-once per render and kept in the root context, so that the Secret and both webhook
-configurations carry the same CA. */}}
+{{/* The CA, certificate and key of tls.mode=helm, as JSON, and when an upgrade renews them
+(renewAfter, Unix seconds): those of the existing Secret while its gpu2dra.io/renew-after is
+in the future (an upgrade), else new ones (an install, an upgrade past renew-after, a Secret
+of an older chart without it, or `helm template`, where lookup finds nothing). A renewal
+keeps the old CA after the new one in ca.crt, the webhooks' caBundle: replicas still serving
+the old certificate until the kubelet updates their Secret volume keep answering; the next
+renewal drops it. Made once per render and kept in the root context, so that the Secret and
+both webhook configurations carry the same CA. */}}
 {{- define "gpu2dra.helmTLS" -}}
 {{- if not (hasKey . "gpu2draHelmTLS") }}
 {{- $secretName := include "gpu2dra.tlsSecretName" . }}
 {{- $existing := lookup "v1" "Secret" .Release.Namespace $secretName }}
 {{- $tls := dict }}
+{{- $oldCA := "" }}
+{{- $renewAfter := 0 }}
 {{- if and $existing $existing.data (index $existing.data "ca.crt") }}
-{{- $_ := set $tls "ca" (index $existing.data "ca.crt") }}
+{{- $oldCA = index $existing.data "ca.crt" }}
+{{- $annotations := $existing.metadata.annotations | default dict }}
+{{- $renewAfter = int64 (index $annotations "gpu2dra.io/renew-after" | default "0") }}
+{{- end }}
+{{- if and $oldCA (gt $renewAfter (now | unixEpoch | int64)) }}
+{{- $_ := set $tls "ca" $oldCA }}
 {{- $_ := set $tls "crt" (index $existing.data "tls.crt") }}
 {{- $_ := set $tls "key" (index $existing.data "tls.key") }}
+{{- $_ := set $tls "renewAfter" (toString $renewAfter) }}
 {{- else }}
 {{- $fullname := include "gpu2dra.fullname" . }}
 {{- $dns := list $fullname (printf "%s.%s" $fullname .Release.Namespace) (printf "%s.%s.svc" $fullname .Release.Namespace) }}
+{{- $days := int .Values.tls.validityDays }}
 {{- /* ECDSA P-256, not helm's default RSA 2048: the API server opens a connection, and
 gpu2dra answers a handshake, for every webhook call beyond its 25 idle ones in a burst; an
 ECDSA handshake costs gpu2dra half the CPU (docs/performance.md). */}}
-{{- $ca := genCAWithKey "gpu2dra-ca" (int .Values.tls.validityDays) (genPrivateKey "ecdsa") }}
-{{- $cert := genSignedCertWithKey $fullname nil $dns (int .Values.tls.validityDays) $ca (genPrivateKey "ecdsa") }}
-{{- $_ := set $tls "ca" ($ca.Cert | b64enc) }}
+{{- $ca := genCAWithKey "gpu2dra-ca" $days (genPrivateKey "ecdsa") }}
+{{- $cert := genSignedCertWithKey $fullname nil $dns $days $ca (genPrivateKey "ecdsa") }}
+{{- $bundle := $ca.Cert }}
+{{- with $oldCA }}
+{{- $bundle = printf "%s\n%s\n" (trimSuffix "\n" $ca.Cert) (regexFind "(?s)-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----" (b64dec .)) }}
+{{- end }}
+{{- $_ := set $tls "ca" ($bundle | b64enc) }}
 {{- $_ := set $tls "crt" ($cert.Cert | b64enc) }}
 {{- $_ := set $tls "key" ($cert.Key | b64enc) }}
+{{- $renewIn := mul (sub $days (int .Values.tls.renewBeforeDays)) 86400 }}
+{{- $_ := set $tls "renewAfter" (toString (add (now | unixEpoch) $renewIn)) }}
 {{- end }}
 {{- $_ := set . "gpu2draHelmTLS" $tls }}
 {{- end }}
