@@ -146,6 +146,11 @@ def test_every_object_passes_strict_server_validation(
         "tls.mode=cert-manager",
         "serviceMonitor.enabled=true",
         "networkPolicy.enabled=true",
+        "networkPolicy.webhookFrom[0].ipBlock.cidr=10.0.0.0/8",
+        "networkPolicy.metricsFrom[0].podSelector.matchLabels.app=prometheus",
+        "exporter.enabled=true",
+        "exporter.networkPolicy.enabled=true",
+        "exporter.networkPolicy.from[0].namespaceSelector.matchLabels.team=monitoring",
         namespace=namespace,
     )
     accepted = dry_run_strict(control_plane, namespace, docs)
