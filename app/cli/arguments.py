@@ -160,6 +160,51 @@ def _add_serve(serve: argparse.ArgumentParser) -> None:
         "--no-translate-endpoint", action="store_true", help="turn off POST /translate"
     )
     serve.add_argument(
+        "--translate-workers",
+        type=int,
+        default=settings["translate_workers"],
+        help="threads of /translate's own for manifests over 64 KiB (one more for smaller ones); "
+        "past 4 requests in hand per thread it answers 503",
+    )
+    serve.add_argument(
+        "--translate-deadline",
+        type=float,
+        default=settings["translate_deadline"],
+        help="seconds within which /translate answers, else 503",
+    )
+    serve.add_argument(
+        "--internal-port",
+        type=int,
+        help="serve /translate and /metrics on this HTTPS port alone, not on --port "
+        "(default: everything on --port)",
+    )
+    serve.add_argument(
+        "--read-timeout",
+        type=float,
+        default=listen.read_timeout,
+        help="seconds a connection has to send a whole request, from its opening or its "
+        "request's first byte; then it is closed",
+    )
+    serve.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=listen.max_concurrency,
+        help="requests in progress, or open connections, past which a request is answered 503",
+    )
+    serve.add_argument(
+        "--client-ca",
+        type=Path,
+        help="CA file (PEM): on --port, serve only clients presenting a certificate it signed "
+        "(the API server's, configured in its AdmissionConfiguration)",
+    )
+    serve.add_argument(
+        "--client-name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --client-ca, a name (CN or DNS) the client's certificate must hold; repeatable",
+    )
+    serve.add_argument(
         "--deadline",
         type=float,
         default=settings["deadline"],

@@ -96,6 +96,8 @@ def _serve(args: argparse.Namespace) -> int:
         offline=args.offline,
         max_body=args.max_body,
         translate_enabled=not args.no_translate_endpoint,
+        translate_workers=args.translate_workers,
+        translate_deadline=args.translate_deadline,
         api_timeout=args.api_timeout,
         deadline=args.deadline,
         template_writers=frozenset(writers),
@@ -112,6 +114,12 @@ def _serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
+    if args.client_name and not args.client_ca:
+        print("gpu2dra: serve: --client-name needs --client-ca", file=sys.stderr)
+        return 2
+    if args.internal_port == args.port:
+        print("gpu2dra: serve: --internal-port must differ from --port", file=sys.stderr)
+        return 2
     listen = Listen(
         host=args.host,
         port=args.port,
@@ -120,6 +128,11 @@ def _serve(args: argparse.Namespace) -> int:
         cert_reload_interval=args.cert_reload_interval,
         drain_seconds=args.drain_seconds,
         log_level=args.log_level,
+        read_timeout=args.read_timeout,
+        max_concurrency=args.max_concurrency,
+        internal_port=args.internal_port,
+        client_ca=args.client_ca,
+        client_names=frozenset(args.client_name),
     )
     serve(settings, listen)
     return 0

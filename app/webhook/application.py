@@ -6,9 +6,10 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import AsyncIterator, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Protocol, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -27,7 +28,9 @@ from app.webhook.endpoint import (
     Admission,
     ASGIReceive,
     ASGISend,
+    Disconnected,
     TooLarge,
+    answer,
     closing,
     read_body,
 )
@@ -39,6 +42,18 @@ from app.webhook.validate import validate
 from app.webhook.verdicts import Decision, Verdict, allow
 
 log = logging.getLogger("gpu2dra")
+
+T = TypeVar("T")
+
+# What each port serves when /translate and /metrics have one of their own (--internal-port):
+# the admission port, which only the API server need reach, and the other.
+ADMISSION_PATHS = frozenset({"/mutate", "/validate", "/healthz", "/readyz"})
+INTERNAL_PATHS = frozenset({"/translate", "/metrics", "/healthz", "/readyz"})
+# Requests /translate holds per worker thread, running or waiting, before it answers 503.
+TRANSLATE_QUEUE = 4
+# Manifests up to this size are translated on a thread of their own, beside the large ones:
+# a few milliseconds of work never waits behind seconds of it.
+SMALL_MANIFEST = 64 * 1024
 
 
 class NotServing(RuntimeError):
@@ -105,6 +120,56 @@ async def sample_loop_lag(lag: Latencies, interval: float = LAG_INTERVAL) -> Non
         lag.observe(max(0.0, time.perf_counter() - start - interval))
 
 
+class Busy(Exception):
+    """/translate holds as many requests as it may."""
+
+
+class Late(Exception):
+    """A translation took longer than its deadline."""
+
+
+class TranslatePool:
+    """/translate's threads, apart from the default executor whose threads admission's
+    template creates and /validate's reads use: a flood of large manifests waits here, or is
+    refused, and never delays an admission. A translation past the deadline is answered 503;
+    one already running cannot be stopped and keeps its place until it ends, so that slow
+    requests cannot pile up beyond the pool's room."""
+
+    def __init__(self, name: str, *, workers: int, deadline: float) -> None:
+        self.executor = ThreadPoolExecutor(workers, thread_name_prefix=name)
+        self.room, self.deadline = workers * TRANSLATE_QUEUE, deadline
+        self.in_hand = 0
+
+    async def run(self, call: Callable[[], T]) -> T:
+        if self.in_hand >= self.room:
+            raise Busy
+        self.in_hand += 1
+        future = asyncio.get_running_loop().run_in_executor(self.executor, call)
+        future.add_done_callback(self._done)
+        try:
+            async with asyncio.timeout(self.deadline):
+                return await future  # a timeout cancels a call still waiting for a thread
+        except TimeoutError:
+            raise Late from None
+
+    def _done(self, _: object) -> None:
+        self.in_hand -= 1
+
+    def shutdown(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def serving_only(app: App, paths: frozenset[str]) -> Callable[..., Any]:
+    """`app` as one port serves it: other paths are 404."""
+
+    async def port(scope: MutableMapping[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
+        if scope["type"] == "http" and scope["path"] not in paths:
+            return await answer(send, 404, b"not served on this port\n")
+        await app(scope, receive, send)
+
+    return port
+
+
 def get_cluster(request: Request) -> Cluster:
     return request.app.cluster  # type: ignore[no-any-return]
 
@@ -130,6 +195,14 @@ class App(FastAPI):
 
 def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
     metrics = Metrics()
+    pools = (
+        TranslatePool("gpu2dra-translate-small", workers=1, deadline=settings.translate_deadline),
+        TranslatePool(
+            "gpu2dra-translate",
+            workers=settings.translate_workers,
+            deadline=settings.translate_deadline,
+        ),
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -142,12 +215,14 @@ def create_app(settings: Settings, cluster: Cluster | None = None) -> App:
         sampler = asyncio.create_task(sample_loop_lag(metrics.loop_lag))
         yield
         sampler.cancel()
+        for pool in pools:
+            pool.shutdown()
         app.cluster.stop()
 
     app = App(title="gpu2dra", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings, app.state.metrics = settings, metrics
     app.admission = _admission(app, settings, metrics)
-    _add_translate(app, settings, metrics)
+    _add_translate(app, settings, metrics, pools)
     _add_probes(app, metrics)
 
     @app.exception_handler(HTTPException)
@@ -195,9 +270,11 @@ def _admission(app: App, settings: Settings, metrics: Metrics) -> dict[str, Admi
     }
 
 
-def _add_translate(app: App, settings: Settings, metrics: Metrics) -> None:
+def _add_translate(
+    app: App, settings: Settings, metrics: Metrics, pools: tuple[TranslatePool, TranslatePool]
+) -> None:
     """POST /translate: a manifest in, the manifest translated out (404 when turned off)."""
-    tally = metrics.tally("translate", ("ok", "bad-request", "too-large"))
+    tally = metrics.tally("translate", ("ok", "bad-request", "too-large", "busy", "late"))
 
     @app.post("/translate")
     async def translate_(
@@ -214,18 +291,31 @@ def _add_translate(app: App, settings: Settings, metrics: Metrics) -> None:
         except TooLarge:
             tally.count("too-large", time.perf_counter() - start)
             raise HTTPException(413, f"body over {settings.max_body} bytes") from None
+        except Disconnected:
+            return Response(status_code=400)  # nobody reads it
         as_yaml = "yaml" in request.headers.get("accept", "")
-        # Parsing and writing a large manifest takes a while: off the event loop, so that
-        # admission answers and probes are not held up behind it.
-        status, text = await asyncio.to_thread(
-            _translate_body,
-            body,
-            settings.policy,
-            cluster.catalog,
-            namespace=namespace,
-            mode=mode,
-            as_yaml=as_yaml,
-        )
+        catalog = cluster.catalog
+        pool = pools[0] if len(body) <= SMALL_MANIFEST else pools[1]
+        # Parsing and writing a large manifest takes a while: off the event loop, and on
+        # threads of its own, so that admission answers and probes are not held up behind it.
+        try:
+            status, text = await pool.run(
+                lambda: _translate_body(
+                    body, settings.policy, catalog, namespace=namespace, mode=mode, as_yaml=as_yaml
+                )
+            )
+        except Busy:
+            tally.count("busy", time.perf_counter() - start)
+            return PlainTextResponse(
+                f"{pool.room} translations in progress or waiting; retry later\n",
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
+        except Late:
+            tally.count("late", time.perf_counter() - start)
+            raise HTTPException(
+                503, f"the translation took longer than {settings.translate_deadline:g}s"
+            ) from None
         tally.count("ok" if status == 200 else "bad-request", time.perf_counter() - start)
         if status != 200:
             return PlainTextResponse(text, status_code=status)

@@ -31,16 +31,23 @@ class TooLarge(Exception):
     """The body is over the cap."""
 
 
+class Disconnected(Exception):
+    """The client went, or was cut off for sending too slowly, before its body was whole."""
+
+
 async def read_body(
     headers: Iterable[tuple[bytes, bytes]], receive: ASGIReceive, max_body: int
 ) -> bytes:
-    """The request body; TooLarge as soon as it is known to be over `max_body` bytes."""
+    """The request body; TooLarge as soon as it is known to be over `max_body` bytes,
+    Disconnected if the connection closes first."""
     for name, value in headers:
         if name == b"content-length" and value.isdigit() and int(value) > max_body:
             raise TooLarge
     chunks, size, more = [], 0, True
     while more:
         message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Disconnected
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > max_body:
@@ -98,6 +105,8 @@ class Admission:
         except TooLarge:
             self.tally.count("too-large", time.perf_counter() - start)
             return await answer(send, 413, f"body over {self.max_body} bytes\n".encode())
+        except Disconnected:
+            return  # nobody to answer
         try:
             adm = parse_review(body)
         except ReviewError as err:

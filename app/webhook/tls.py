@@ -1,4 +1,5 @@
-"""The webhook's TLS: modern protocols only, and certificates renewed without a restart."""
+"""The webhook's TLS: modern protocols only, certificates renewed without a restart, and the
+names a client's certificate holds."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import asyncio
 import logging
 import os
 import ssl
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +28,20 @@ def _stamp(*paths: Path) -> tuple[float, ...]:
     return tuple(os.stat(p).st_mtime_ns for p in paths)
 
 
+def peer_names(cert: dict[str, Any] | None) -> frozenset[str]:
+    """The names a verified peer certificate (`SSLSocket.getpeercert()`) holds: its subject's
+    common names and its DNS names, as the API server's client certificate carries them."""
+    if not cert:
+        return frozenset()
+    names = {value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"}
+    names.update(value for kind, value in cert.get("subjectAltName", ()) if kind == "DNS")
+    return frozenset(names)
+
+
 async def reload_certificates(
-    context: ssl.SSLContext, cert: Path, key: Path, interval: float = 5.0
+    contexts: Sequence[ssl.SSLContext], cert: Path, key: Path, interval: float = 5.0
 ) -> None:
-    """Load renewed files into the live context: new handshakes present the new certificate,
+    """Load renewed files into the live contexts: new handshakes present the new certificate,
     connections already open keep theirs."""
     seen = _stamp(cert, key)
     while True:
@@ -36,7 +49,8 @@ async def reload_certificates(
         try:
             now = _stamp(cert, key)
             if now != seen:
-                context.load_cert_chain(cert, key)
+                for context in contexts:
+                    context.load_cert_chain(cert, key)
                 seen = now
                 log.info("loaded renewed certificate %s", cert)
         except (OSError, ssl.SSLError) as err:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -377,3 +378,95 @@ def test_every_answer_comes_within_the_deadline() -> None:
         "allowed": True,
         "warnings": ["gpu2dra could not check DeviceClasses within 0.2s"],
     }
+
+
+async def asgi(app: Any, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+    """One request through the ASGI app, on the running loop: several can be in flight."""
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [(b"content-length", str(len(body)).encode())],
+        "server": ("127.0.0.1", 8443),
+        "client": ("127.0.0.1", 1),
+        "scheme": "https",
+        "root_path": "",
+    }
+    await app(scope, receive, send)
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def slow_translations(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[str]:
+    """Each /translate takes `seconds`; the names of the threads they ran on."""
+    threads: list[str] = []
+
+    def slow(*args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        threads.append(threading.current_thread().name)
+        time.sleep(seconds)
+        return 200, b"{}"
+
+    monkeypatch.setattr("app.webhook.application._translate_body", slow)
+    return threads
+
+
+def test_a_translation_past_its_deadline_is_answered_503(
+    monkeypatch: pytest.MonkeyPatch, cluster: FakeCluster
+) -> None:
+    slow_translations(monkeypatch, 1.0)
+    settings = Settings(policy=load_policy(None), translate_deadline=0.2)
+    with TestClient(create_app(settings, cluster)) as client:
+        started = time.perf_counter()
+        response = client.post("/translate", content=MANIFEST)
+        assert time.perf_counter() - started < 0.8
+    assert response.status_code == 503
+    assert response.text == "the translation took longer than 0.2s\n"
+
+
+def test_translations_run_on_threads_of_their_own_and_a_flood_is_refused(
+    monkeypatch: pytest.MonkeyPatch, cluster: FakeCluster
+) -> None:
+    """A flood of large manifests never takes the default executor's threads, which template
+    creates and /validate's reads use, nor the thread small manifests are translated on: it
+    waits on threads of its own, or is answered 503."""
+    threads = slow_translations(monkeypatch, 0.3)
+    app = create_app(Settings(policy=load_policy(None), translate_workers=2), cluster)
+    app.cluster = cluster
+    large = (MANIFEST + "#" * 70_000 + "\n").encode()
+
+    async def flood() -> tuple[list[int], float, float]:
+        # 12 large translations: 2 running and 6 waiting (4 per worker), 4 refused at once.
+        calls = [asyncio.create_task(asgi(app, "POST", "/translate", large)) for _ in range(12)]
+        await asyncio.sleep(0.05)
+        started = time.perf_counter()
+        await asyncio.to_thread(lambda: None)  # what a template create waits for
+        waited = time.perf_counter() - started
+        started = time.perf_counter()
+        assert (await asgi(app, "POST", "/translate", MANIFEST.encode()))[0] == 200
+        small = time.perf_counter() - started
+        return [status for status, _ in await asyncio.gather(*calls)], waited, small
+
+    statuses, waited, small = asyncio.run(flood())
+    assert sorted(statuses) == [200] * 8 + [503] * 4
+    assert waited < 0.1
+    assert small < 0.6  # its own 0.3 s, not the 1.2 s the large ones' queue holds
+    assert sorted(set(threads)) == [
+        "gpu2dra-translate-small_0",  # the small manifest's
+        "gpu2dra-translate_0",
+        "gpu2dra-translate_1",
+    ]
