@@ -172,6 +172,14 @@ FIELDS = {
     "`spec.schedulerName` is another one is left as it is, with a warning (an unset "
     "`schedulerName` is `default-scheduler`). See [fail closed](../concepts/translation.md"
     "#fail-closed).",
+    "translateKinds": "Kinds no rule of gpu2dra's knows, as `group/Kind` "
+    "(`apps.kruise.io/CloneSet`), whose pod specs `gpu2dra translate` and `POST /translate` "
+    "rewrite in place. Every other kind no rule knows is left as it is, with a note: its "
+    "controller may read GPU counts from its pod specs or refuse `resourceClaims` in them, "
+    "and the pods it creates are translated at admission all the same. Name a kind only when "
+    "its controller copies its pod templates into pods as written and reads no GPU count "
+    "from them. Kinds a rule leaves (Knative, KServe, Trainer, Seldon, Grove, AppWrapper) "
+    "stay left. See [workloads](../concepts/workloads.md#kinds-no-rule-knows).",
     "ignoreKeys": "Pod annotations, node labels (in `nodeSelector` and required node "
     "affinity) and extended resources in a GPU vendor's domain (`nvidia.com`, `hami.io`, "
     "the mapped resources' domains and their subdomains) that leave no pod untranslated: "
@@ -259,6 +267,7 @@ def _values(key: str) -> str:
         "draSchedulers": "non-empty list of scheduler names",
         "ignoreKeys": "list of keys (`domain/name`) or prefixes ending in `*`",
         "templatesPerNamespace": "a whole number, 1 or more",
+        "translateKinds": "list of `group/Kind`",
     }[key]
 
 

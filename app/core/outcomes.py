@@ -330,9 +330,10 @@ class Code(StrEnum):
     NO_RULE = (
         "no-rule",
         "note",
-        "{kind} is a kind gpu2dra has no rule for: its pod specs were translated as found; if "
-        "its controller reads GPU counts from them (as KubeRay and Kubeflow Trainer do), apply "
-        "it untranslated and let admission translate its pods",
+        "{kind} is a kind gpu2dra has no rule for: left as is, since its controller may read "
+        "GPU counts from its pod specs or refuse resourceClaims in them; its pods are "
+        "translated at admission (in a namespace where gpu2dra is enabled); name it in the "
+        "policy's translateKinds to translate it here",
     )
     RAY_GPUS_SET = (
         "ray-gpus-set",

@@ -94,6 +94,10 @@ templatesPerNamespace: 100
 # hami.io, the mapped resources' domains) that leave a pod untranslated unless listed here:
 # exact keys, or prefixes ending in `*`. Only for keys the cluster knows change no GPU.
 ignoreKeys: []
+# Kinds no rule of gpu2dra's knows (group/Kind) whose pod specs `gpu2dra translate` rewrites in
+# place; any other unknown kind is left as it is, its pods translated at admission. Only for
+# kinds whose controller copies its pod templates into pods as written and reads no GPU count.
+translateKinds: []
 """
 
 
@@ -122,6 +126,8 @@ class Policy:
     ignore_keys: tuple[str, ...] = ()
     # gpu2dra's templates a namespace may hold before a pod needing a new one is left
     templates_per_namespace: int = 100
+    # Kinds no rule knows (group/Kind) that offline translation rewrites in place
+    translate_kinds: frozenset[str] = frozenset()
     _exact: dict[str, ResourceMapping] = field(init=False, repr=False, compare=False)
     _prefixes: tuple[tuple[str, ResourceMapping], ...] = field(
         init=False, repr=False, compare=False
@@ -226,6 +232,7 @@ KEYS = {
     "draSchedulers",
     "ignoreKeys",
     "templatesPerNamespace",
+    "translateKinds",
 }
 
 
@@ -269,6 +276,7 @@ def parse_policy(raw: Any) -> Policy:
         templates_per_namespace=_bound(
             raw.get("templatesPerNamespace", DEFAULT["templatesPerNamespace"])
         ),
+        translate_kinds=_translate_kinds(raw.get("translateKinds", DEFAULT["translateKinds"])),
     )
     for key in found.ignore_keys:
         expect(
@@ -296,6 +304,18 @@ def _bound(raw: Any) -> int:
         f"must be a whole number of templates, 1 or more, not {raw!r}",
     )
     return int(raw)
+
+
+def _translate_kinds(raw: Any) -> frozenset[str]:
+    expect(isinstance(raw, list), "translateKinds", "must be a list of group/Kind")
+    for kind in raw:
+        group, slash, name = kind.partition("/") if isinstance(kind, str) else ("", "", "")
+        expect(
+            bool(group and slash and name) and "/" not in name,
+            f"translateKinds[{kind!r}]",
+            "must be a kind with its API group, without version: apps.kruise.io/CloneSet",
+        )
+    return frozenset(raw)
 
 
 def _ignore_keys(raw: Any) -> tuple[str, ...]:

@@ -223,7 +223,14 @@ def _translate_one(doc: Any, result: Result, run: _Run) -> Any:
             if _asks_anywhere(doc, asks):
                 note(Finding(Code.CONTROLLER_READS, where="", why=reason))
             return doc
-        translated = _rewrite(doc, one, asks, note)
+        # Fail closed: a controller no rule knows may read GPU counts from its pod specs, or
+        # refuse resourceClaims in them; its pods are translated at admission all the same.
+        if workloads.known(doc) or workloads.translated_by_choice(doc, policy.translate_kinds):
+            translated = _rewrite(doc, one, asks, note)
+        else:
+            translated = doc
+            if _asks_in_pod_specs(doc, asks):
+                note(Finding(Code.NO_RULE, kind=workloads.group_kind(doc)))
         translated = workloads.keep_ray_gpus(doc, translated, note)
         for place, resources, held in singular_containers(doc, asks):
             inside = "in a container that is not in a pod spec" if held else "outside any pod spec"
@@ -238,8 +245,6 @@ def _translate_one(doc: Any, result: Result, run: _Run) -> Any:
         specs = pod_specs(translated)
         for text in workloads.queue_notes(doc, translated, specs, sorted(set(classes))):
             note(text)
-        if not workloads.known(doc):
-            note(Finding(Code.NO_RULE, kind=kind))
     return translated
 
 
@@ -283,8 +288,11 @@ def _asks_anywhere(node: Any, asks: Callable[[Obj], list[str]]) -> bool:
     """Whether a container of a pod spec in `node`, or resources outside any, ask for GPUs."""
     if node is None:
         return False
-    in_specs = any(asks(c) for spec in pod_specs(node) for _, _, c in containers(spec))
-    return in_specs or bool(singular_containers(node, asks))
+    return _asks_in_pod_specs(node, asks) or bool(singular_containers(node, asks))
+
+
+def _asks_in_pod_specs(node: Any, asks: Callable[[Obj], list[str]]) -> bool:
+    return any(asks(c) for spec in pod_specs(node) for _, _, c in containers(spec))
 
 
 def _translate_spec(

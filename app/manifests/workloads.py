@@ -30,6 +30,18 @@ _LEFT = {
         "Kubeflow Trainer derives processes per node (and the torchtune recipe) from the GPU "
         "count of the trainer's `node` container or TrainJob.spec.trainer.resourcesPerNode"
     ),
+    "mlops.seldon.io": (
+        "Seldon Core v2's pod spec has no resourceClaims (the API server prunes them), so the "
+        "containers' claims would point at nothing and its StatefulSet be refused"
+    ),
+    "grove.io": (
+        "Grove adds the multi-node NVLink ComputeDomain only to pod specs that ask for "
+        "nvidia.com/gpu (mnnvl.HasGPUInPodSpec): translated, the NVLink domain would be lost"
+    ),
+    "workload.codeflare.dev": (
+        "AppWrapper adds Autopilot's GPU-health anti-affinity only to pod specs that ask for "
+        "nvidia.com/gpu (its resourceTaints): translated, that protection would be dropped"
+    ),
 }
 
 # Pod templates a controller reads a GPU count from, left where the rest is translated.
@@ -86,6 +98,18 @@ def known(doc: Obj) -> bool:
     if "apiVersion" not in doc:
         return any(kind in kinds for kinds in _KNOWN.values())
     return kind in _KNOWN.get(group_of(doc), ())
+
+
+def group_kind(doc: Obj) -> str:
+    """`group/Kind` as the policy's translateKinds names it (`Kind` in the core group)."""
+    kind, group = doc.get("kind"), group_of(doc)
+    shown = kind if isinstance(kind, str) else "object"
+    return f"{group}/{shown}" if group else shown
+
+
+def translated_by_choice(doc: Obj, kinds: frozenset[str]) -> bool:
+    """Whether the policy's translateKinds names the kind of `doc`, which no rule knows."""
+    return isinstance(doc.get("kind"), str) and group_kind(doc) in kinds
 
 
 def at(node: Any, path: Path) -> Any:

@@ -228,23 +228,75 @@ def test_queues_are_told_what_to_count(policy: Policy, catalog: Catalog) -> None
     assert _run(_job(), policy, catalog)[1] == []  # no queue: nothing to say
 
 
-def test_a_kind_no_rule_knows_is_translated_with_a_note(policy: Policy, catalog: Catalog) -> None:
-    doc = {
+def _clone_set() -> Obj:
+    return {
         "apiVersion": "apps.kruise.io/v1alpha1",
         "kind": "CloneSet",
+        "metadata": {"name": "c"},
         "spec": {"template": {"spec": {"containers": [_container(1)]}}},
     }
+
+
+def test_a_kind_no_rule_knows_is_left_whole_with_a_note(policy: Policy, catalog: Catalog) -> None:
+    doc = _clone_set()
     out, notes = _run(doc, policy, catalog)
-    assert out["spec"]["template"]["spec"]["resourceClaims"]
+    assert out is doc
     (note,) = notes
-    assert note.startswith("CloneSet is a kind gpu2dra has no rule for")
+    assert codes([note]) == (Code.NO_RULE,)
+    assert note.startswith("apps.kruise.io/CloneSet is a kind gpu2dra has no rule for: left")
+    assert "translated at admission" in note and "translateKinds" in note
+
+
+def test_a_kind_no_rule_knows_that_asks_for_no_gpu_says_nothing(
+    policy: Policy, catalog: Catalog
+) -> None:
+    doc = _clone_set()
+    doc["spec"]["template"]["spec"]["containers"] = [{"name": "c", "image": "x"}]
+    assert _run(doc, policy, catalog) == (doc, [])
+
+
+def test_translate_kinds_translates_a_kind_no_rule_knows(catalog: Catalog) -> None:
+    chosen = parse_policy({"translateKinds": ["apps.kruise.io/CloneSet"]})
+    out, notes = _run(_clone_set(), chosen, catalog)
+    assert out["spec"]["template"]["spec"]["resourceClaims"]
+    assert notes == []
+    other = parse_policy({"translateKinds": ["apps.kruise.io/Advanced"]})
+    assert _run(_clone_set(), other, catalog)[0] == _clone_set()
 
 
 def test_a_kind_that_is_no_string_is_a_kind_no_rule_knows(policy: Policy, catalog: Catalog) -> None:
     # The fuzzer's find: a map as `kind`, and no apiVersion, once raised "unhashable type".
     doc = {"kind": {"containers": [_container(1)]}, "spec": {"containers": [_container(1)]}}
-    _, notes = _run(doc, policy, catalog)
+    out, notes = _run(doc, policy, catalog)
+    assert out is doc
     assert codes(notes) == (Code.NO_RULE,)
+
+
+@pytest.mark.parametrize(
+    ("api", "kind", "why"),
+    [
+        ("mlops.seldon.io/v1alpha1", "Server", "Seldon Core v2's pod spec has no resourceClaims"),
+        ("grove.io/v1alpha1", "PodCliqueSet", "mnnvl.HasGPUInPodSpec"),
+        ("grove.io/v1alpha1", "PodClique", "mnnvl.HasGPUInPodSpec"),
+        ("grove.io/v1alpha1", "PodCliqueScalingGroup", "mnnvl.HasGPUInPodSpec"),
+        ("workload.codeflare.dev/v1beta2", "AppWrapper", "GPU-health anti-affinity"),
+    ],
+)
+def test_controllers_that_read_nvidia_gpu_from_their_pod_specs_are_left(
+    api: str, kind: str, why: str, catalog: Catalog
+) -> None:
+    # Left even where the policy names the kind: a rule knows better than a blanket choice.
+    chosen = parse_policy({"translateKinds": [f"{api.split('/')[0]}/{kind}"]})
+    doc = {
+        "apiVersion": api,
+        "kind": kind,
+        "metadata": {"name": "x"},
+        "spec": {"podSpec": {"containers": [_container(1)]}},
+    }
+    out, notes = _run(doc, chosen, catalog)
+    assert out is doc
+    (note,) = notes
+    assert codes([note]) == (Code.CONTROLLER_READS,) and why in note
 
 
 def test_device_classes_in_the_manifest_join_the_catalog(policy: Policy, catalog: Catalog) -> None:
