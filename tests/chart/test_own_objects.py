@@ -26,6 +26,8 @@ def test_pruning_is_off_by_default(helm: Path) -> None:
 
 
 def test_the_prune_cronjob_runs_under_a_role_that_can_only_list_and_delete(helm: Path) -> None:
+    """It lists pods and the workloads whose pod templates name templates (a Deployment at 0
+    replicas has no pod), and deletes only templates."""
     docs = render_chart(helm, "claimTemplates.prune.enabled=true", "claimTemplates.prune.minAge=2h")
     job = of_kind(docs, "CronJob")
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
@@ -35,9 +37,11 @@ def test_the_prune_cronjob_runs_under_a_role_that_can_only_list_and_delete(helm:
     role = [
         d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-prune")
     ]
-    assert [(r["resources"], r["verbs"]) for r in role[0]["rules"]] == [
-        (["pods"], ["list"]),
-        (["resourceclaimtemplates"], ["list", "delete"]),
+    assert [(r["apiGroups"], r["resources"], r["verbs"]) for r in role[0]["rules"]] == [
+        ([""], ["pods"], ["list"]),
+        (["apps"], ["deployments", "statefulsets", "daemonsets", "replicasets"], ["list"]),
+        (["batch"], ["jobs", "cronjobs"], ["list"]),
+        (["resource.k8s.io"], ["resourceclaimtemplates"], ["list", "delete"]),
     ]
     assert pod["serviceAccountName"] == role[0]["metadata"]["name"]
 

@@ -5,8 +5,12 @@ the next pod of that shape uses it again. Workloads come and go, and templates o
 longer run stay behind. This command finds them; it deletes them only with `--apply`.
 
 A template is in use while a pod that is neither Succeeded nor Failed names it in
-spec.resourceClaims[].resourceClaimTemplateName. A template is never deleted while in use:
-just before each delete the namespace's pods are listed again, and the delete carries the
+spec.resourceClaims[].resourceClaimTemplateName, or while a workload's pod template does
+(Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs): a Deployment at 0
+replicas or a CronJob between runs has no pod, and its next pods need the template. A template
+made for a pod the API server then refused (invalid, or denied by a later admission check) is
+named by nothing and goes like any other unused one. A template is never deleted while in use:
+just before each delete the namespace's pods and workloads are listed again, and the delete carries the
 template's uid and resourceVersion as preconditions. A template younger than `--min-age` is
 kept too: gpu2dra creates it before the pod that needs it is stored. A pod admitted in the
 moment between the last look and the delete is the one race left; its claim cannot be made,

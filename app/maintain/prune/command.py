@@ -1,5 +1,6 @@
-"""`gpu2dra prune-templates` run: list gpu2dra's templates and the live pods, say what becomes
-of each template, and delete the unused ones when told to apply."""
+"""`gpu2dra prune-templates` run: list gpu2dra's templates, the live pods and the workloads'
+pod templates, say what becomes of each template, and delete the unused ones when told to
+apply."""
 
 from __future__ import annotations
 
@@ -10,12 +11,22 @@ from kubernetes import client
 
 from app.core.kube import MANAGED_BY, Obj
 from app.maintain.prune.delete import delete
-from app.maintain.prune.fates import plan
+from app.maintain.prune.fates import WORKLOAD_KINDS, Workload, plan
 from app.readers.client import RESOURCE, connect, namespaced
 
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 # Pods that still run, or will: their claims are (or will be) made from their templates.
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+# Where each workload kind is listed: its pod template names the templates its next pods use.
+WORKLOAD_PATHS = {
+    "Deployment": ("/apis/apps/v1", "deployments"),
+    "StatefulSet": ("/apis/apps/v1", "statefulsets"),
+    "DaemonSet": ("/apis/apps/v1", "daemonsets"),
+    "ReplicaSet": ("/apis/apps/v1", "replicasets"),
+    "Job": ("/apis/batch/v1", "jobs"),
+    "CronJob": ("/apis/batch/v1", "cronjobs"),
+}
+assert tuple(WORKLOAD_PATHS) == WORKLOAD_KINDS
 
 
 def run(*, kubeconfig: Path | None, namespace: str | None, apply: bool, min_age: timedelta) -> int:
@@ -25,7 +36,15 @@ def run(*, kubeconfig: Path | None, namespace: str | None, apply: bool, min_age:
         namespaced(RESOURCE, "resourceclaimtemplates", namespace), labelSelector=SELECTOR
     )
     pods = reader.items(namespaced("/api/v1", "pods", namespace), fieldSelector=LIVE_PODS)
-    fates = plan(templates, pods, datetime.now(UTC), min_age)
+
+    def workloads(ns: str | None) -> list[Workload]:
+        return [
+            (kind, obj)
+            for kind, (prefix, plural) in WORKLOAD_PATHS.items()
+            for obj in reader.items(namespaced(prefix, plural, ns))
+        ]
+
+    fates = plan(templates, pods, datetime.now(UTC), min_age, workloads=workloads(namespace))
     unused = [f for f in fates if f.action == "delete"]
     if apply:
         resource = client.ResourceV1Api(reader.api)
@@ -36,7 +55,7 @@ def run(*, kubeconfig: Path | None, namespace: str | None, apply: bool, min_age:
         def remove(name: str, ns: str, options: client.V1DeleteOptions) -> None:
             resource.delete_namespaced_resource_claim_template(name, ns, body=options)
 
-        done = {f.key: delete(f, live_pods, remove) for f in unused}
+        done = {f.key: delete(f, live_pods, remove, workloads=workloads) for f in unused}
         fates = [done.get(f.key, f) for f in fates]
     verbs = {"delete": "deleted", "keep": "kept"} if apply else {"delete": "would delete"}
     for fate in fates:

@@ -131,3 +131,62 @@ def test_min_age_is_a_duration(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["prune-templates", "--min-age", "soon"])
     assert "not a duration" in capsys.readouterr().err
+
+
+def deployment(name: str, *templates: str, namespace: str = "ml", replicas: int = 0) -> Obj:
+    claims = [{"name": f"c{i}", "resourceClaimTemplateName": t} for i, t in enumerate(templates)]
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": replicas, "template": {"spec": {"resourceClaims": claims}}},
+    }
+
+
+def cronjob(name: str, *templates: str, namespace: str = "ml") -> Obj:
+    claims = [{"name": f"c{i}", "resourceClaimTemplateName": t} for i, t in enumerate(templates)]
+    pod_template = {"spec": {"resourceClaims": claims}}
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"jobTemplate": {"spec": {"template": pod_template}}},
+    }
+
+
+def test_a_template_a_workloads_pod_template_names_is_kept() -> None:
+    """A Deployment at 0 replicas, or a CronJob between runs, has no live pod, but its next
+    pods name the template: deleting it would leave them Pending."""
+    got = {
+        f.key: (f.action, f.why)
+        for f in plan(
+            [template("gpu2dra-a"), template("gpu2dra-b"), template("gpu2dra-c")],
+            [],
+            NOW,
+            timedelta(hours=1),
+            workloads=[
+                ("Deployment", deployment("idle", "gpu2dra-a")),
+                ("CronJob", cronjob("nightly", "gpu2dra-b")),
+                ("Deployment", deployment("elsewhere", "gpu2dra-c", namespace="other")),
+            ],
+        )
+    }
+    assert got["ml/gpu2dra-a"] == ("keep", "named by the pod template of Deployment idle")
+    assert got["ml/gpu2dra-b"] == ("keep", "named by the pod template of CronJob nightly")
+    assert got["ml/gpu2dra-c"][0] == "delete"
+
+
+def test_the_last_look_reads_the_workloads_again() -> None:
+    def remove(*args: Any) -> None:
+        raise AssertionError("never deleted while a workload names it")
+
+    kept = delete(
+        UNUSED,
+        lambda ns: [],
+        remove,
+        workloads=lambda ns: [("StatefulSet", deployment("db", "gpu2dra-a"))],
+    )
+    assert (kept.action, kept.why) == ("keep", "named by the pod template of StatefulSet db now")
+
+
+def test_a_template_made_for_a_pod_never_stored_is_deleted() -> None:
+    """The API server refused the pod after gpu2dra made its template: no pod, no workload
+    names it, and once past --min-age it goes."""
+    got = fates([template("gpu2dra-refused", age=timedelta(hours=2))], [])
+    assert got["ml/gpu2dra-refused"] == ("delete", "no live pod uses it")
