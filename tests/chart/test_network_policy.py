@@ -55,6 +55,20 @@ def test_metrics_scrapers_get_a_rule_of_their_own(helm: Path, tmp_path: Path) ->
     assert all(rule["from"] for rule in spec["ingress"])  # no rule open to every source
 
 
+def test_with_an_internal_port_the_scrapers_reach_only_that_port(
+    helm: Path, tmp_path: Path
+) -> None:
+    values = {
+        "server": {"internalPort": 9443},
+        "networkPolicy": {"enabled": True, "webhookFrom": API_SERVER, "metricsFrom": PROMETHEUS},
+    }
+    (spec,) = policies(render(helm, tmp_path, values)).values()
+    assert [(rule["from"], rule["ports"]) for rule in spec["ingress"]] == [
+        (API_SERVER, [{"port": "https", "protocol": "TCP"}]),
+        (PROMETHEUS, [{"port": "internal", "protocol": "TCP"}]),
+    ]
+
+
 def test_a_policy_with_no_peers_is_refused(helm: Path) -> None:
     done = subprocess.run(
         [str(helm), "template", "gpu2dra", str(CHART), "--set", "networkPolicy.enabled=true"],
