@@ -38,6 +38,11 @@ from app.webhook.metrics import Metrics
 log = logging.getLogger(__name__)
 
 MANAGED_SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
+# Other templates /validate reads (the cache holds only gpu2dra's) are remembered this long,
+# this many: a workload's pods name the same one pod after pod. A template's spec cannot
+# change; one deleted and made again under its name is seen at most this late.
+OTHERS_TTL = 60.0
+OTHERS_KEPT = 4096
 
 
 class Cached(NamedTuple):
@@ -90,6 +95,8 @@ class LiveCluster:
         self._catalog = Catalog(MappingProxyType({}), sharing={}, published=frozenset())
         self._catalog_lock = threading.Lock()
         self._inflight: dict[tuple[str, str], asyncio.Future[None]] = {}
+        # (namespace, name) -> (read at, its requests): templates not gpu2dra's, for /validate
+        self._others: dict[tuple[str, str], tuple[float, list[DraRequest]]] = {}
         self._kueue: Kueue | None = None
         # The stores, one a line: what is listed and watched, how it is keyed, what is kept.
         store = functools.partial(Store, metrics=metrics, timeout=timeout)
@@ -344,10 +351,21 @@ class LiveCluster:
         found = self.templates.get((namespace, name))
         if found is not None:
             return found.requests
-        # Not in the cache: perhaps created a moment ago (by our own mutating webhook).
+        # Not in the cache: another's (the cache holds only gpu2dra's), or one created a moment
+        # ago (by our own mutating webhook).
+        key, now = (namespace, name), time.monotonic()
+        if (kept := self._others.get(key)) is not None and now - kept[0] < OTHERS_TTL:
+            return kept[1]
         read = self._resource.read_namespaced_resource_claim_template
         obj = await self._read(read, name, namespace, "resourceclaimtemplates")
-        return None if obj is None else dra_requests((obj.get("spec") or {}).get("spec"))
+        if obj is None:
+            return None
+        requests = dra_requests((obj.get("spec") or {}).get("spec"))
+        self._others.pop(key, None)
+        if len(self._others) >= OTHERS_KEPT:
+            del self._others[next(iter(self._others))]  # the oldest read
+        self._others[key] = (now, requests)
+        return requests
 
     async def claim_requests(self, namespace: str, name: str) -> list[DraRequest] | None:
         obj = await self._read(

@@ -198,3 +198,24 @@ def test_a_stale_template_cache_is_not_trusted() -> None:
     cluster._resource.create_namespaced_resource_claim_template = create
     asyncio.run(cluster.ensure_templates("ml", [template]))
     assert created == ["t"]
+
+
+def test_validate_reads_a_template_not_gpu2dras_once_a_minute() -> None:
+    """The template cache holds only gpu2dra's; another's template, named by pod after pod,
+    is read from the API server once and remembered a while, not read for every pod."""
+    reads: list[str] = []
+    spec = {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "x"}}]}}
+
+    class Response:
+        data = orjson.dumps({"metadata": {"name": "team"}, "spec": {"spec": spec}})
+
+    def read(name: str, namespace: str, **kwargs: Any) -> Response:
+        reads.append(name)
+        return Response()
+
+    cluster = LiveCluster(client.ApiClient(), Metrics())
+    cluster._resource.read_namespaced_resource_claim_template = read
+    for _ in range(3):
+        found = asyncio.run(cluster.template_requests("ml", "team"))
+        assert found is not None and [r.device_class for r in found] == ["x"]
+    assert reads == ["team"]
