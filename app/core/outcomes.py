@@ -327,11 +327,19 @@ class Code(StrEnum):
         "not rewrite manifests inside strings: the pods are translated at admission (in a "
         "namespace where gpu2dra is enabled)",
     )
+    CRD_ASK = (
+        "crd-ask",
+        "note",
+        "{place} asks for {what} ({owner}), which gpu2dra does not rewrite: the "
+        "controller turns it into a device-plugin request in the pods it builds, which are "
+        "translated at admission (in a namespace where gpu2dra is enabled)",
+    )
     NO_RULE = (
         "no-rule",
         "note",
-        "{kind} is a kind gpu2dra has no rule for: left as is, since its controller may read "
-        "GPU counts from its pod specs or refuse resourceClaims in them; its pods are "
+        "{kind} is a kind gpu2dra has no rule for: left as is (pod templates asking for "
+        "GPUs: {where}), since its controller may read GPU counts from its pod specs or refuse "
+        "resourceClaims in them; its pods are "
         "translated at admission (in a namespace where gpu2dra is enabled); name it in the "
         "policy's translateKinds to translate it here",
     )
@@ -388,6 +396,10 @@ class Finding(str):
 
     def __reduce__(self) -> tuple[object, tuple[Code, str]]:
         return _found, (self.code, str(self))  # copied or pickled, it keeps text and code
+
+    def of(self, where: str) -> Finding:
+        """The same finding, said of `where`: one pod template of a document with several."""
+        return _found(self.code, f"{where}: {self}")
 
 
 def _found(code: Code, text: str) -> Finding:

@@ -17,11 +17,13 @@ from app.core.policy import Mode, Policy
 from app.core.resources import containers, legacy_amounts, legacy_devices
 from app.core.scope import never_changed
 from app.core.translate import describe, translate
+from app.manifests import asks as asks_module
 from app.manifests import workloads, yamlio
 from app.manifests.comments import Source
 from app.manifests.podspecs import (
     MAX_DEPTH,
     TooDeep,
+    pod_spec_places,
     pod_specs,
     rewrite_pod_specs,
     singular_containers,
@@ -206,19 +208,30 @@ def _translate_one(doc: Any, result: Result, run: _Run) -> Any:
         return doc
 
     classes: list[str] = []  # of the claims this document's pods ask for
+    said: set[str] = set()  # never the same line twice for one document
 
     def note(text: Finding) -> None:
-        result.notes.append(Note(number, subject, text))
+        if text not in said:
+            said.add(text)
+            result.notes.append(Note(number, subject, text))
+
+    labels: dict[int, str] = {}  # pod spec -> its template, where a document has several
 
     def one(spec: Obj, annotations: Any) -> Obj:
+        label = labels.get(id(spec))
+        said_of = note if label is None else (lambda text: note(text.of(label)))
         return _translate_spec(
-            spec, annotations, note=note, ns=ns, run=run, result=result, classes=classes
+            spec, annotations, note=said_of, ns=ns, run=run, result=result, classes=classes
         )
 
     def asks(container: Obj) -> list[str]:
         return sorted(legacy_amounts(container, policy))
 
     try:
+        # A document of several pod specs (Master and Worker): each line names its template.
+        places = pod_spec_places(doc)
+        if len(places) > 1:
+            labels.update((id(spec), place) for place, spec in places)
         if (reason := workloads.left_alone(doc)) is not None:
             if _asks_anywhere(doc, asks):
                 note(Finding(Code.CONTROLLER_READS, where="", why=reason))
@@ -229,8 +242,14 @@ def _translate_one(doc: Any, result: Result, run: _Run) -> Any:
             translated = _rewrite(doc, one, asks, note)
         else:
             translated = doc
-            if _asks_in_pod_specs(doc, asks):
-                note(Finding(Code.NO_RULE, kind=workloads.group_kind(doc)))
+            asking = [
+                place
+                for place, spec in pod_spec_places(doc)
+                if any(asks(c) for _, _, c in containers(spec))
+            ]
+            if asking:
+                where = ", ".join(dict.fromkeys(asking))
+                note(Finding(Code.NO_RULE, kind=workloads.group_kind(doc), where=where))
         translated = workloads.keep_ray_gpus(doc, translated, note)
         for place, resources, held in singular_containers(doc, asks):
             inside = "in a container that is not in a pod spec" if held else "outside any pod spec"
@@ -238,6 +257,8 @@ def _translate_one(doc: Any, result: Result, run: _Run) -> Any:
             note(Finding(Code.OUTSIDE_POD_SPEC, place=place, resources=asked, inside=inside))
         for place, kinds in _embedded_asks(doc, policy):
             note(Finding(Code.IN_STRING, place=place, kinds=kinds))
+        for ask in asks_module.crd_asks(doc, lambda name: bool(asks(_limit(name)))):
+            note(Finding(Code.CRD_ASK, place=ask.place, what=ask.what, owner=ask.owner))
     except TooDeep:
         deep = f"document {number} ({subject}): nested deeper than {MAX_DEPTH} levels"
         raise ManifestError(deep) from None
@@ -289,6 +310,11 @@ def _asks_anywhere(node: Any, asks: Callable[[Obj], list[str]]) -> bool:
     if node is None:
         return False
     return _asks_in_pod_specs(node, asks) or bool(singular_containers(node, asks))
+
+
+def _limit(resource: str) -> Obj:
+    """A container asking for one of `resource`: to learn whether the policy maps it."""
+    return {"name": "-", "resources": {"limits": {resource: 1}}}
 
 
 def _asks_in_pod_specs(node: Any, asks: Callable[[Obj], list[str]]) -> bool:

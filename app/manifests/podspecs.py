@@ -96,7 +96,7 @@ def singular_containers(
         raise TooDeep
     if isinstance(node, list):
         for i, item in enumerate(node):
-            found.extend(singular_containers(item, asks, depth + 1, f"{path}[{i}]"))
+            found.extend(singular_containers(item, asks, depth + 1, step(path, i, item)))
         return found
     if not isinstance(node, dict) or is_pod_spec(node):
         return found
@@ -105,7 +105,7 @@ def singular_containers(
     for key, value in node.items():
         if key in _HOLDERS or not isinstance(value, dict | list):
             continue
-        here = f"{path}.{key}" if path else str(key)
+        here = step(path, key)
         if key in _RESOURCES and isinstance(value, dict) and (res := asks({"resources": value})):
             found.append((here, res, False))
         else:
@@ -149,3 +149,46 @@ def pod_specs(node: Any) -> list[Obj]:
 
     rewrite_pod_specs(node, collect, opt_out=False)
     return found
+
+
+def pod_spec_places(node: Any, depth: int = 0, path: str = "") -> list[tuple[str, Obj]]:
+    """Every pod spec in `node` with where it is, in document order: the path of the pod
+    template that holds it (`spec.pytorchReplicaSpecs.Worker`, a list item by its name:
+    `spec.components[name=decode].podTemplate`), so that a warning can name it."""
+    if depth > MAX_DEPTH:
+        raise TooDeep
+    found: list[tuple[str, Obj]] = []
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            found.extend(pod_spec_places(item, depth + 1, step(path, i, item)))
+    elif isinstance(node, dict):
+        if is_pod_spec(node):
+            return [(_template(path), node)]
+        for key, value in node.items():
+            if key not in _NOT_POD_SPECS and isinstance(value, dict | list):
+                found.extend(pod_spec_places(value, depth + 1, step(path, key)))
+    return found
+
+
+_NAMES = ("name", "groupName")  # what a list item that holds something is called by
+
+
+def step(path: str, key: Any, item: Any = None) -> str:
+    """`path` one step further: a map key, or a list index, given as the item's name where
+    it has one (`spec.services[name=decode]`), so that a warning names the holder."""
+    if isinstance(key, int):
+        names = (
+            [item[k] for k in _NAMES if isinstance(item.get(k), str)]
+            if isinstance(item, dict)
+            else []
+        )
+        return f"{path}[name={names[0]}]" if names else f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+def _template(path: str) -> str:
+    """The pod template of a pod spec's path: its `.spec` (and `.template`) dropped."""
+    for tail in (".template.spec", ".spec"):
+        if path.endswith(tail) and len(path) > len(tail):
+            return path[: -len(tail)]
+    return path or "the document"

@@ -3,6 +3,7 @@ what is left with a note, and what queues are told (docs/concepts/workloads.md).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -345,3 +346,41 @@ def test_a_manifest_inside_a_string_is_named(policy: Policy, catalog: Catalog) -
     zero = manifest.replace("nvidia.com/gpu: 1", "nvidia.com/gpu: 0")
     template["resource"]["manifest"] = zero
     assert _run(doc, policy, catalog)[1] == []
+
+
+def test_pod_specs_left_whole_each_name_their_template(policy: Policy, catalog: Catalog) -> None:
+    # Both replicas ask for a request without a limit: the same reason, said of each once.
+    unlimited = {"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": 1}}}
+    replica = {"template": {"spec": {"containers": [unlimited]}}}
+    doc = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "p"},
+        "spec": {"pytorchReplicaSpecs": {"Master": replica, "Worker": copy.deepcopy(replica)}},
+    }
+    out, notes = _run(doc, policy, catalog)
+    assert out is doc
+    assert [n.split(": ")[0] for n in notes] == [
+        "spec.pytorchReplicaSpecs.Master",
+        "spec.pytorchReplicaSpecs.Worker",
+    ]
+    assert len(set(notes)) == len(notes)
+
+
+def test_a_request_outside_a_pod_spec_is_named_by_its_holder(
+    policy: Policy, catalog: Catalog
+) -> None:
+    doc = {
+        "apiVersion": "apps.nvidia.com/v1alpha1",
+        "kind": "NIMService",
+        "metadata": {"name": "n"},
+        "spec": {
+            "services": [
+                {"name": "frontend", "resources": {}},
+                {"name": "decode", "resources": {"limits": {"nvidia.com/gpu": 2}}},
+            ]
+        },
+    }
+    _, notes = _run(doc, policy, catalog)
+    (note,) = notes
+    assert note.startswith("spec.services[name=decode].resources asks for nvidia.com/gpu")
