@@ -9,10 +9,10 @@ spec.resourceClaims[].resourceClaimTemplateName, or while a workload's pod templ
 (Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs): a Deployment at 0
 replicas or a CronJob between runs has no pod, and its next pods need the template. A template
 made for a pod the API server then refused (invalid, or denied by a later admission check) is
-named by nothing and goes like any other unused one. A template is never deleted while in use:
-just before each delete the namespace's pods and workloads are listed again, and the delete carries the
-template's uid and resourceVersion as preconditions. A template younger than `--min-age` is
-kept too: gpu2dra creates it before the pod that needs it is stored. A pod admitted in the
-moment between the last look and the delete is the one race left; its claim cannot be made,
-`gpu2dra explain` says so, and recreating the pod makes the template again.
+named by nothing and goes like any other unused one. A template is never deleted while in
+use: just before each delete the namespace's pods and workloads are listed again, and the
+delete carries the template's uid and resourceVersion as preconditions. A template younger
+than `--min-age` is kept too: gpu2dra creates it before the pod that needs it is stored. A pod
+admitted in the moment between the last look and the delete is the one race left; its claim
+cannot be made, `gpu2dra explain` says so, and recreating the pod makes the template again.
 """
