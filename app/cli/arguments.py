@@ -255,14 +255,32 @@ def _log_options(command: argparse.ArgumentParser, *, level: str) -> None:
 
 
 def _add_translate(tr: argparse.ArgumentParser) -> None:
-    tr.add_argument("-f", "--filename", required=True, help="manifest file, or - for stdin")
+    tr.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        default=[],
+        help="a manifest file, a directory (its .yaml, .yml and .json files, by name), or - for "
+        "stdin; repeatable, read in order into one stream (default: stdin, as a Helm "
+        "post-renderer)",
+    )
+    tr.add_argument(
+        "-R",
+        "--recursive",
+        action="store_true",
+        help="read the directories given with -f and those below them",
+    )
     tr.add_argument("-n", "--namespace", help="namespace for documents that name none")
     tr.add_argument("--policy", type=Path, help="policy file (default: embedded)")
     tr.add_argument(
         "--mode", choices=MODES, default="enabled", help="translate as in a namespace of this mode"
     )
     tr.add_argument(
-        "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
+        "-o",
+        "--output",
+        choices=("yaml", "json"),
+        default="yaml",
+        help="output format",
     )
 
 

@@ -14,6 +14,7 @@ from app.core.mapping import PolicyError
 from app.core.policy import load_policy
 from app.kubeconfig import NoCluster, context_namespace
 from app.manifests.documents import ManifestError
+from app.manifests.files import read_manifests
 from app.manifests.render import translate_text
 from app.watch.client import serving_client
 from app.webhook import logs
@@ -32,25 +33,9 @@ def _own_namespace() -> str | None:
         return None
 
 
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # `translate` refuses more (or /dev/zero) with one line
-
-
 def _translate(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
-    try:
-        if args.filename == "-":
-            raw = sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
-        else:
-            with open(args.filename, "rb") as file:
-                raw = file.read(MAX_MANIFEST_BYTES + 1)
-    except OSError as err:
-        raise ManifestError(f"{args.filename}: {err.strerror}") from None
-    if len(raw) > MAX_MANIFEST_BYTES:
-        raise ManifestError(f"{args.filename}: larger than {MAX_MANIFEST_BYTES} bytes")
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError:
-        raise ManifestError(f"{args.filename}: not UTF-8 text") from None
+    text = read_manifests(args.filename, recursive=args.recursive, stdin=sys.stdin.buffer)
     catalog = Catalog.of(policy.device_classes)
     # Linux says which CPUs this process may use (a container's share); elsewhere, one.
     jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
