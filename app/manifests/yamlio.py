@@ -88,8 +88,33 @@ def _number(base: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     return construct
 
 
+def _duplicate(node: Any) -> None:
+    """Refuse a mapping that sets a key twice, as the API server's strict decoding does
+    (`key "name" already set in map`): else the last would win and a document, two files
+    concatenated without `---`, would silently lose its first half. A merge key (`<<`) may
+    still be overridden: only keys written in the mapping itself count."""
+    seen: dict[tuple[str, str], int] = {}
+    for key, _ in node.value:
+        if key.__class__ is not ScalarNode or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        if (first := seen.get((key.tag, key.value))) is not None:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"key {key.value!r} already set in this mapping at line {first + 1}",
+                key.start_mark,
+            )
+        seen[key.tag, key.value] = key.start_mark.line
+
+
+def _strict_mapping(loader: Any, node: Any) -> Any:
+    _duplicate(node)
+    return yaml.constructor.SafeConstructor.construct_yaml_map(loader, node)
+
+
 def read_as_the_api_server(loader: type[Any]) -> None:
     loader.yaml_implicit_resolvers = IMPLICIT_RESOLVERS
+    loader.add_constructor(_MAP, _strict_mapping)
     loader.add_constructor(_INT, _number(yaml.constructor.SafeConstructor.construct_yaml_int))
     loader.add_constructor(_FLOAT, _number(yaml.constructor.SafeConstructor.construct_yaml_float))
 
@@ -195,6 +220,8 @@ class _FastLoader(_CParser):  # type: ignore[misc,valid-type]
             for key, value in node.value:
                 if key.tag != _STR or key.__class__ is not ScalarNode:
                     raise _NotSimple  # merge keys, non-string keys: PyYAML's rules
+                if key.value in out:
+                    _duplicate(node)  # says where
                 out[key.value] = self._build(value)
             return out
         if tag == _SEQ and node.__class__ is SequenceNode:

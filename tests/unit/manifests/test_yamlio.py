@@ -53,3 +53,34 @@ def test_a_tagged_long_base_60_number_is_refused_at_once() -> None:
     with pytest.raises(ManifestError, match="base-60"):
         load_documents(body)
     assert time.process_time() - start < 0.5
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # two files concatenated without `---`: the first document would vanish
+        (
+            "kind: ConfigMap\nmetadata:\n  name: a\nkind: ConfigMap\nmetadata:\n  name: b\n",
+            "document 1: not valid YAML at line 4: key 'kind' already set in this mapping "
+            "at line 1",
+        ),
+        (  # with an anchor elsewhere: PyYAML's own constructor
+            "kind: Pod\n---\nmetadata: &m {name: a, name: b}\nx: *m\n",
+            "document 2: not valid YAML at line 3: key 'name' already set in this mapping "
+            "at line 3",
+        ),
+        (  # a key of another type is another key; a duplicate among them is not
+            "a: 1\n'1': x\n1: y\n1: z\n",
+            "document 1: not valid YAML at line 4: key '1' already set in this mapping at line 3",
+        ),
+    ],
+)
+def test_a_key_set_twice_is_refused_with_its_lines(text: str, message: str) -> None:
+    with pytest.raises(ManifestError) as err:
+        load_documents(text)
+    assert str(err.value) == message
+
+
+def test_a_merge_key_may_still_be_overridden() -> None:
+    [doc] = load_documents("kind: X\nbase: &b {k: 1, j: 2}\nuse: {<<: *b, k: 3}\n")
+    assert doc["use"] == {"k": 3, "j": 2}
