@@ -293,6 +293,23 @@ class Code(StrEnum):
         "{who} sets or reads NVIDIA_VISIBLE_DEVICES; under DRA it is `void` and devices come "
         "through CDI",
     )
+    HOST_GPU_DEVICES = (
+        "host-gpu-devices",
+        "translated",
+        "volume {volume!r} mounts {path} from the host: the claim's GPUs reach the container "
+        "through CDI, which adds their device nodes and allows them in its device cgroup; the "
+        "mounted nodes give no other GPU to an unprivileged container, and every GPU of the "
+        "node to a privileged one, as before (drop the mount)",
+    )
+    NUMA_ALIGNMENT = (
+        "numa-alignment",
+        "translated",
+        "{who} also asks for {resources} from a device plugin: the Topology Manager aligned "
+        "them on one NUMA node with the GPUs, but it gets no hints for devices of DRA claims, "
+        "so the GPUs may now land on another NUMA node or PCIe root (keep alignment under DRA "
+        "by asking for both in one claim with matchAttribute on the PCIe root or NUMA node, "
+        "where both drivers publish it)",
+    )
     MORE_DEVICES = (
         "more-devices",
         "translated",
@@ -372,6 +389,21 @@ class Code(StrEnum):
         "scheduled by Volcano: its capacity plugin counts these GPUs as DRA claims only with "
         "capacity.DynamicResourceAllocationEnable set and queue capability, deserved and "
         "guarantee keys {keys}; nvidia.com/gpu in queue quotas no longer counts them",
+    )
+    KAI_QUEUE = (
+        "kai-queue",
+        "note",
+        "queued by KAI Scheduler (kai.scheduler/queue): its queue quotas count the GPUs its "
+        "pods ask for as nvidia.com/gpu or GPU fractions; check that its version counts DRA "
+        "claims of {classes} before listing kai-scheduler in the policy's draSchedulers (pods "
+        "it schedules are left on the device plugin until then)",
+    )
+    YUNIKORN_QUEUE = (
+        "yunikorn-queue",
+        "note",
+        "queued by YuniKorn ({how}): its queues count the resources of the pods' containers, "
+        "which DRA claims are not, so these GPUs would escape the queue's quota; pods with "
+        "schedulerName yunikorn are left on the device plugin at admission (draSchedulers)",
     )
     WOULD = ("would", "note", "would {what}")
     TOLERATION = (

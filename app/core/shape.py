@@ -26,6 +26,9 @@ SPEC_READS = (
     "schedulerName",
 )
 CONTAINER_FIELDS = ("containers", "initContainers")
+# Of the volumes it reads only the hostPath ones (a mount of /dev/nvidia* is named): the
+# others carry per-pod names (kube-api-access-<random>) that must not split the key.
+VOLUMES = "volumes"
 # What it reads of a container: the rest (image, mounts, a per-pod volume name) differs
 # between replicas without changing their translation.
 CONTAINER_READS = ("name", "resources", "restartPolicy")
@@ -52,7 +55,22 @@ def shape_of(spec: Obj, annotations: Annotations = ()) -> bytes:
                     read.append((c,))  # one item, where a container's read is three
             items = read
         parts.append(items)
+    volumes = spec.get(VOLUMES)
+    host = (
+        [_host_path(v) for v in volumes if _host_path(v) is not None]
+        if isinstance(volumes, list)
+        else volumes
+    )
+    if host:  # most pods mount no hostPath: their key stays as it was
+        parts.append(host)
     # When no env, command or args names NVIDIA_VISIBLE_DEVICES, they are left out (one JSON
     # document, where the key is two otherwise).
     shape, words = orjson.dumps(parts), orjson.dumps(said)
     return shape + words if _VISIBLE_DEVICES in words else shape
+
+
+def _host_path(volume: Any) -> Any:
+    """What translate() reads of one volume: its name and hostPath, where it has one."""
+    if isinstance(volume, dict) and "hostPath" in volume:
+        return (volume.get("name"), volume["hostPath"])
+    return None

@@ -10,7 +10,7 @@ import json
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from app.core import capacity, consumable
+from app.core import capacity, consumable, hostdevices
 from app.core.catalog import Catalog
 from app.core.claims import Plan, rewritten, whole, write_claims
 from app.core.failclosed import (
@@ -300,6 +300,8 @@ def _claimed(spec: Obj, plan: Plan, pod_claims: list[Any], warnings: list[Findin
         warnings.append(_sharing_note(sharing))
     if note := consumable.note(plan.used, plan.shared):
         warnings.append(note)
+    warnings.extend(hostdevices.host_gpu_mounts(spec))
+    warnings.extend(hostdevices.unaligned(spec))
     claims = write_claims(spec, plan, pod_claims, warnings)
     new_spec, touched = rewritten(spec, plan, pod_claims, claims)
     templates = {c.template_name: c.template for c in claims.made}

@@ -42,7 +42,7 @@ def crd_asks(doc: Obj, mapped: Callable[[str], bool]) -> list[Ask]:
     if group == "nvidia.com" and isinstance(spec, dict):
         if kind == "DynamoGraphDeployment" and isinstance(spec.get("services"), dict):
             for name, service in spec["services"].items():
-                found.extend(_dynamo(service, f"spec.services.{name}"))
+                found.extend(_dynamo(service, step("spec.services", name)))
         elif kind == "DynamoComponentDeployment":
             found.extend(_dynamo(spec, "spec"))
     if group == "sparkoperator.k8s.io" and isinstance(spec, dict):

@@ -257,8 +257,11 @@ def _translate_one(doc: Any, result: Result, run: _Run) -> Any:
             note(Finding(Code.OUTSIDE_POD_SPEC, place=place, resources=asked, inside=inside))
         for place, kinds in _embedded_asks(doc, policy):
             note(Finding(Code.IN_STRING, place=place, kinds=kinds))
-        for ask in asks_module.crd_asks(doc, lambda name: bool(asks(_limit(name)))):
+        crd = asks_module.crd_asks(doc, lambda name: bool(asks(_limit(name))))
+        for ask in crd:
             note(Finding(Code.CRD_ASK, place=ask.place, what=ask.what, owner=ask.owner))
+        if crd and (how := workloads.yunikorn_queue(doc, pod_specs(doc))):
+            note(Finding(Code.YUNIKORN_QUEUE, how=how))
     except TooDeep:
         deep = f"document {number} ({subject}): nested deeper than {MAX_DEPTH} levels"
         raise ManifestError(deep) from None

@@ -3,6 +3,7 @@ custom resources that embed pod templates (Kubeflow, Ray, JobSet, LeaderWorkerSe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -170,6 +171,7 @@ def pod_spec_places(node: Any, depth: int = 0, path: str = "") -> list[tuple[str
     return found
 
 
+_PRINTABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 _NAMES = ("name", "groupName")  # what a list item that holds something is called by
 
 
@@ -177,13 +179,12 @@ def step(path: str, key: Any, item: Any = None) -> str:
     """`path` one step further: a map key, or a list index, given as the item's name where
     it has one (`spec.services[name=decode]`), so that a warning names the holder."""
     if isinstance(key, int):
-        names = (
-            [item[k] for k in _NAMES if isinstance(item.get(k), str)]
-            if isinstance(item, dict)
-            else []
-        )
-        return f"{path}[name={names[0]}]" if names else f"{path}[{key}]"
-    return f"{path}.{key}" if path else str(key)
+        names = [item.get(k) for k in _NAMES] if isinstance(item, dict) else []
+        # Only a name a warning can print as it is (a DNS-style name, not control characters).
+        named = [n for n in names if isinstance(n, str) and _PRINTABLE_NAME.fullmatch(n)]
+        return f"{path}[name={named[0]}]" if named else f"{path}[{key}]"
+    shown = key if isinstance(key, str) and key.isprintable() else repr(key)
+    return f"{path}.{shown}" if path else shown
 
 
 def _template(path: str) -> str:

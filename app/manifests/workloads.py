@@ -216,7 +216,34 @@ def queue_notes(doc: Obj, translated: Obj, specs: list[Obj], classes: list[str])
     if volcano:
         keys = ", ".join(f"deviceclass/{c}" for c in classes) or "deviceclass/<class>"
         notes.append(Finding(Code.VOLCANO, keys=keys))
+    if any(_labelled(translated, label, 0) for label in KAI_QUEUE_LABELS):
+        notes.append(Finding(Code.KAI_QUEUE, classes=named))
+    if how := yunikorn_queue(doc, specs):
+        notes.append(Finding(Code.YUNIKORN_QUEUE, how=how))
     return notes
+
+
+# KAI Scheduler's queue label; runai/queue before it was renamed (its quickstart still uses it).
+KAI_QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue")
+YUNIKORN_QUEUE_LABEL = "yunikorn.apache.org/queue"
+
+
+def yunikorn_queue(doc: Obj, specs: list[Obj]) -> str | None:
+    """How a document names a YuniKorn queue, or None: its label or annotation
+    yunikorn.apache.org/queue, a `queue` label on pods YuniKorn schedules, or a Spark
+    application's batchSchedulerOptions.queue with batchScheduler yunikorn."""
+    if _labelled(doc, YUNIKORN_QUEUE_LABEL, 0):
+        return YUNIKORN_QUEUE_LABEL
+    if any(s.get("schedulerName") == "yunikorn" for s in specs) and _labelled(doc, "queue", 0):
+        return "label queue, schedulerName yunikorn"
+    spec = doc.get("spec")
+    if group_of(doc) == "sparkoperator.k8s.io" and isinstance(spec, dict):
+        app: Any = spec.get("template") if doc.get("kind") == "ScheduledSparkApplication" else spec
+        yunikorn = isinstance(app, dict) and app.get("batchScheduler") == "yunikorn"
+        options = app.get("batchSchedulerOptions") if yunikorn else None
+        if isinstance(options, dict) and options.get("queue"):
+            return "batchSchedulerOptions.queue"
+    return None
 
 
 def _labelled(node: Any, key: str, depth: int) -> bool:

@@ -14,6 +14,7 @@ from app.core.shape import (
     CONTAINER_READS,
     CONTAINER_WORDS,
     SPEC_READS,
+    VOLUMES,
     shape_of,
 )
 from app.core.translate import translate
@@ -56,7 +57,7 @@ def recorded(spec: dict[str, Any]) -> tuple[dict[str, Any], set[str], set[str]]:
 def assert_reads_are_keyed(spec: dict[str, Any], policy: Policy, catalog: Catalog) -> None:
     pod, spec_reads, container_reads = recorded(spec)
     translate(pod, policy, catalog)
-    assert spec_reads <= {*SPEC_READS, *CONTAINER_FIELDS}, spec_reads
+    assert spec_reads <= {*SPEC_READS, *CONTAINER_FIELDS, VOLUMES}, spec_reads
     assert container_reads <= {*CONTAINER_READS, *CONTAINER_WORDS}, container_reads
 
 
@@ -85,3 +86,12 @@ def test_every_field_the_key_names_changes_it() -> None:
     assert shape_of(visible) != shape_of(base)
     assert shape_of({"containers": [{**c, "args": ["--rank=3"]}]}) == shape_of(base)
     assert shape_of(base, (("nvidia.com/use-gputype", "A100"),)) != shape_of(base)
+
+
+def test_host_path_volumes_are_in_the_key_and_other_volumes_are_not() -> None:
+    base = {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}
+    token = {**base, "volumes": [{"name": "kube-api-access-x1", "projected": {}}]}
+    other = {**base, "volumes": [{"name": "kube-api-access-y2", "projected": {}}]}
+    assert shape_of(token) == shape_of(other)  # replicas share their translation
+    nvidia = {**base, "volumes": [{"name": "nv", "hostPath": {"path": "/dev/nvidia0"}}]}
+    assert shape_of(nvidia) != shape_of(token)
