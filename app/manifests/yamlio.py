@@ -255,12 +255,22 @@ def load_all(text: str, found: list[Source | None] | None = None) -> Iterable[An
     try:
         while loader.check_node():
             node = loader.get_node()
-            starts.append(node.start_mark.line if node is not None else 0)
+            starts.append(_start(node))
             yield loader.construct_document(node)
     finally:
         loader.dispose()
     if found is not None:
         found.extend(comments.sources(text, starts) if keep else [None] * len(starts))
+
+
+def _start(node: Any) -> int:
+    """The line a document's content starts on. An empty document (a comment-only one, as
+    Helm renders a template that makes nothing) is an empty scalar marked where the next
+    document or the stream's end starts: its own lines are those before."""
+    mark = node.start_mark
+    line: int = mark.line
+    empty = node.__class__ is ScalarNode and node.value == "" and not node.style
+    return line - 1 if empty and mark.column == 0 and line else line
 
 
 def _check_nesting(text: str) -> None:

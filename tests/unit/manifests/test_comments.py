@@ -171,3 +171,23 @@ def test_a_tab_in_a_plain_scalar_is_written_anew(policy: Policy, catalog: Catalo
         {"a\tb": "v1", "kind": "Pod"},
         {"kind": "Pod", "metadata": {"name": "p"}},
     ]
+
+
+@pytest.mark.parametrize(
+    "empty",
+    [
+        "---\n# Source: chart/templates/empty.yaml\n",  # a template that rendered nothing
+        "---\n",
+        "---\n# Source: chart/templates/hpa.yaml\n# only comments\n\n",
+    ],
+)
+def test_an_empty_document_as_helm_renders_them_leaves_the_others_as_written(
+    policy: Policy, catalog: Catalog, empty: str
+) -> None:
+    cm = f"# Source: chart/templates/cm.yaml\n{CONFIGMAP}"
+    out = _yaml(f"{empty}---\n{cm}{empty}---\n{DEPLOYMENT}{empty}", policy, catalog)
+    # DEPLOYMENT's header before its `---` is a comment-only document too
+    assert out.startswith(f"{cm}---\n# the app, before its first key\napiVersion: apps/v1\n")
+    assert "kind: Deployment   # a deployment\n" in out  # the translated one keeps its notes
+    assert "          image: x:1  # pinned\n" in out
+    _same_as_json(f"{empty}---\n{cm}{empty}---\n{DEPLOYMENT}{empty}", policy, catalog)
