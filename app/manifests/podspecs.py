@@ -190,6 +190,7 @@ def step(path: str, key: Any, item: Any = None) -> str:
 def _template(path: str) -> str:
     """The pod template of a pod spec's path: its `.spec` (and `.template`) dropped."""
     for tail in (".template.spec", ".spec"):
-        if path.endswith(tail) and len(path) > len(tail):
-            return path[: -len(tail)]
+        held = path[: -len(tail)] if path.endswith(tail) else ""
+        if held and held != "spec":  # a Deployment's is spec.template, not spec
+            return held
     return path or "the document"

@@ -244,7 +244,10 @@ def test_a_kind_no_rule_knows_is_left_whole_with_a_note(policy: Policy, catalog:
     assert out is doc
     (note,) = notes
     assert codes([note]) == (Code.NO_RULE,)
-    assert note.startswith("apps.kruise.io/CloneSet is a kind gpu2dra has no rule for: left")
+    assert note.startswith(
+        "apps.kruise.io/CloneSet is a kind gpu2dra has no rule for: left as is (pod templates "
+        "asking for GPUs: spec.template)"
+    )
     assert "translated at admission" in note and "translateKinds" in note
 
 
