@@ -94,7 +94,8 @@ def cli_reference() -> str:
         "same program. Every subcommand and every argument with its help, as `gpu2dra "
         "<command> --help` prints them. A cluster that cannot be reached, a missing "
         "kubeconfig, a bad policy or manifest is one line on stderr and exit status 1; a bad "
-        "argument is a usage error, exit status 2.",
+        "argument is a usage error, exit status 2; `translate --strict` and `explain` also "
+        "exit 3, as their sections say.",
         "",
         "| command | what it does |",
         "| --- | --- |",
@@ -105,6 +106,8 @@ def cli_reference() -> str:
         out += ["", f"## gpu2dra {name}", "", f"{text[:1].upper()}{text[1:]}.", ""]
         out += ["```", _usage(sub), "```", ""]
         out += _options(sub)
+        if sub.epilog:
+            out += ["", sub.epilog]
     return "\n".join(out) + "\n"
 
 

@@ -255,6 +255,11 @@ def _log_options(command: argparse.ArgumentParser, *, level: str) -> None:
 
 
 def _add_translate(tr: argparse.ArgumentParser) -> None:
+    tr.epilog = (
+        "Exit status: 0 when the manifests were written; 1 when they cannot be read (one line "
+        "naming the file or document); 2 for a usage error; with --strict, 3 when a document "
+        "whose pods ask for GPUs is left as is (the manifests are written all the same)."
+    )
     tr.add_argument(
         "-f",
         "--filename",
@@ -263,6 +268,12 @@ def _add_translate(tr: argparse.ArgumentParser) -> None:
         help="a manifest file, a directory (its .yaml, .yml and .json files, by name), or - for "
         "stdin; repeatable, read in order into one stream (default: stdin, as a Helm "
         "post-renderer)",
+    )
+    tr.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 3 when any document whose pods ask for GPUs is left as is, and say on "
+        "stderr how many documents were translated, left (and why) and unchanged",
     )
     tr.add_argument(
         "-R",
@@ -280,7 +291,8 @@ def _add_translate(tr: argparse.ArgumentParser) -> None:
         "--output",
         choices=("yaml", "json"),
         default="yaml",
-        help="output format",
+        help="a YAML stream, or a JSON List of the documents and then the templates "
+        "(kubectl apply -f - takes either); warnings go to stderr",
     )
 
 
@@ -315,6 +327,10 @@ def _add_doctor(doctor: argparse.ArgumentParser) -> None:
 
 
 def _add_explain(explain: argparse.ArgumentParser) -> None:
+    explain.epilog = (
+        "Exit status: 0 when no step says FAIL; 3 when one does; 1 when the cluster or the "
+        "pod cannot be read; 2 for a usage error."
+    )
     explain.add_argument("kind", choices=("pod",), help="what to explain")
     explain.add_argument("name", help="the pod's name")
     explain.add_argument("-n", "--namespace", default="default", help="the pod's namespace")

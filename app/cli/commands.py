@@ -15,7 +15,7 @@ from app.core.policy import load_policy
 from app.kubeconfig import NoCluster, context_namespace
 from app.manifests.documents import ManifestError
 from app.manifests.files import read_manifests
-from app.manifests.render import translate_text
+from app.manifests.render import as_kube_list, translate_text
 from app.watch.client import serving_client
 from app.webhook import logs
 from app.webhook.certs import make_certs, service_names
@@ -33,6 +33,9 @@ def _own_namespace() -> str | None:
         return None
 
 
+STRICT_LEFT = 3  # `translate --strict`: a document whose pods ask for GPUs is left as is
+
+
 def _translate(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
     text = read_manifests(args.filename, recursive=args.recursive, stdin=sys.stdin.buffer)
@@ -47,10 +50,17 @@ def _translate(args: argparse.Namespace) -> int:
         mode=args.mode,
         output=args.output,
         jobs=jobs,
+        count=args.strict,
     )
     for warning in rendered.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    sys.stdout.buffer.write(rendered.body + (b"\n" if args.output == "json" else b""))
+    if args.output == "json":
+        sys.stdout.buffer.write(as_kube_list(rendered) + b"\n")
+    else:
+        sys.stdout.buffer.write(rendered.body)
+    if args.strict and rendered.tally is not None:
+        print(f"gpu2dra: {rendered.tally}", file=sys.stderr)
+        return STRICT_LEFT if rendered.tally.left else 0
     return 0
 
 

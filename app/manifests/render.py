@@ -16,6 +16,7 @@ from app.core.kube import Obj
 from app.core.policy import Mode, Policy
 from app.manifests import comments, yamlio
 from app.manifests.documents import Note, Read, load_documents, translate_documents
+from app.manifests.tally import Tally, tally
 
 Output = Literal["yaml", "json"]
 PARALLEL_BYTES = 1 << 20  # below this, workers cost more than they save: docs/performance.md
@@ -29,6 +30,7 @@ class Rendered(NamedTuple):
 
     body: bytes
     warnings: list[str]
+    tally: Tally | None = None  # documents translated, left and unchanged
 
 
 class _Piece(NamedTuple):
@@ -36,6 +38,7 @@ class _Piece(NamedTuple):
     body: bytes  # the documents, rendered
     templates: dict[tuple[str | None, str], Obj]
     notes: list[Note]
+    tally: Tally
 
 
 def translate_text(
@@ -48,6 +51,7 @@ def translate_text(
     output: Output,
     jobs: int = 1,
     min_bytes: int = PARALLEL_BYTES,
+    count: bool = False,
 ) -> Rendered:
     """Load, translate and render a manifest. A large YAML stream is cut at its document
     markers, and `jobs` processes read, translate and render the pieces. Any error (or a
@@ -56,7 +60,14 @@ def translate_text(
     whole = output == "yaml" and not comments.usable(text)
     pieces = _pieces(text, jobs * 2) if jobs > 1 and len(text) >= min_bytes and not whole else []
     if len(pieces) > 1:
-        job = _Job(policy=policy, catalog=catalog, namespace=namespace, mode=mode, output=output)
+        job = _Job(
+            policy=policy,
+            catalog=catalog,
+            namespace=namespace,
+            mode=mode,
+            output=output,
+            counting=count,
+        )
         try:
             # fork: the workers inherit the policy and catalog instead of unpickling them
             with ProcessPoolExecutor(
@@ -65,7 +76,14 @@ def translate_text(
                 return _join(list(pool.map(_translate_piece, pieces)), output)
         except Exception:
             pass  # the rerun below reports it
-    job = _Job(policy=policy, catalog=catalog, namespace=namespace, mode=mode, output=output)
+    job = _Job(
+        policy=policy,
+        catalog=catalog,
+        namespace=namespace,
+        mode=mode,
+        output=output,
+        counting=count,
+    )
     return _join([_piece(text, job)], output)
 
 
@@ -95,6 +113,7 @@ class _Job(NamedTuple):
     namespace: str | None
     mode: Mode
     output: Output
+    counting: bool  # documents translated, left and unchanged (--strict)
 
 
 def _piece(text: str, job: _Job) -> _Piece:
@@ -107,7 +126,8 @@ def _piece(text: str, job: _Job) -> _Piece:
         body = b",".join(orjson.dumps(doc) for doc in result.documents)
     else:
         body = yamlio.dump_all(result.documents, read).encode()
-    return _Piece(result.numbered, body, result.templates, result.notes)
+    counted = tally(docs, result.documents, result.notes, job.policy) if job.counting else Tally()
+    return _Piece(result.numbered, body, result.templates, result.notes, counted)
 
 
 _job: _Job | None = None
@@ -128,7 +148,9 @@ def _join(pieces: list[_Piece], output: Output) -> Rendered:
     notes: list[Note] = []
     templates: dict[tuple[str | None, str], Obj] = {}
     offset = 0
+    counted = Tally()
     for piece in pieces:
+        counted.add(piece.tally)
         notes.extend(n._replace(document=n.document + offset) for n in piece.notes)
         offset += piece.documents
         for key, template in piece.templates.items():
@@ -151,4 +173,13 @@ def _join(pieces: list[_Piece], output: Output) -> Rendered:
         if templates:
             bodies.append(yamlio.dump_all(templates.values()).encode())
         body = b"---\n".join(bodies)
-    return Rendered(body, warnings)
+    return Rendered(body, warnings, counted)
+
+
+def as_kube_list(rendered: Rendered) -> bytes:
+    """A JSON rendering as the Kubernetes `List` `gpu2dra translate -o json` prints: the
+    documents, then the templates, as items (`kubectl apply -f -` takes it); the warnings
+    are the caller's to say."""
+    body = orjson.loads(rendered.body)
+    items = [*body["documents"], *body["templates"]]
+    return orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items})

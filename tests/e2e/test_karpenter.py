@@ -75,8 +75,8 @@ def translated(namespace: str, pod: Obj) -> tuple[Obj, list[Obj]]:
     )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    [document] = out["documents"]
-    templates: list[Obj] = out["templates"]
+    assert (out["apiVersion"], out["kind"]) == ("v1", "List")
+    document, *templates = out["items"]
     return document, templates
 
 

@@ -361,7 +361,7 @@ def test_plain_pods_never_escape_the_cluster_queue(
         assert devices_of(api_client, found) == []
     # The pod Kueue holds: explain reads its Workload.
     (held,) = [p["metadata"]["name"] for p in found if gated(p)]
-    explained = gpu2dra(control_plane.kubeconfig, "explain", "pod", held, "-n", namespace, check=0)
+    explained = gpu2dra(control_plane.kubeconfig, "explain", "pod", held, "-n", namespace, check=3)
     assert "not scheduled: Kueue holds it (scheduling gate kueue.x-k8s.io/admission): " in (
         explained.stdout
     )

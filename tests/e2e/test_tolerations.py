@@ -103,7 +103,9 @@ def translated_offline(pod: Obj, namespace: str) -> tuple[list[Obj], list[str]]:
         cwd=REPO_ROOT,
     )
     body = json.loads(done.stdout)
-    return [*body["documents"], *body["templates"]], body["warnings"]
+    assert (body["apiVersion"], body["kind"]) == ("v1", "List")
+    warnings = [line.removeprefix("warning: ") for line in done.stderr.splitlines()]
+    return body["items"], warnings
 
 
 def create_all(plane: ControlPlane, namespace: str, docs: list[Obj]) -> Obj:

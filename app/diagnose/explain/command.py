@@ -11,10 +11,13 @@ from app.diagnose.explain.render import render
 from app.readers.client import connect
 from app.readers.cluster_policy import cluster_policy
 
+STEP_FAILED = 3  # a step says FAIL: a script or CI job can tell it from a read error (1)
+
 
 def run(*, kubeconfig: Path | None, policy_file: Path | None, namespace: str, name: str) -> int:
     """`policy_file` None: the policy in gpu2dra's ConfigMap, else the embedded one."""
     reader = connect(kubeconfig)
     policy, _ = cluster_policy(reader, policy_file)
-    sys.stdout.write(render(explain(gather(reader, namespace, name), policy)))
-    return 0
+    explanation = explain(gather(reader, namespace, name), policy)
+    sys.stdout.write(render(explanation))
+    return STEP_FAILED if any(step.state == "FAIL" for step in explanation.steps) else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -274,7 +275,9 @@ def test_cli_warnings_go_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["translate", "-f", str(path), "-o", "json"]) == 0
     out = capsys.readouterr()
     assert out.err.startswith("warning: document 1 (Pod p): container 'c': nvidia.com/gpu.shared")
-    assert '"documents"' in out.out
+    listed = json.loads(out.out)
+    assert (listed["apiVersion"], listed["kind"]) == ("v1", "List")
+    assert [item["kind"] for item in listed["items"]] == ["Pod"]
 
 
 @pytest.mark.parametrize(

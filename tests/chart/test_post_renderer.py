@@ -1,0 +1,97 @@
+"""`gpu2dra translate` as Helm's post-renderer: `helm template --post-renderer gpu2dra
+--post-renderer-args translate` pipes the rendered chart through `gpu2dra translate`, which
+with no other argument reads stdin and writes stdout, and takes what it prints."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.support.controlplane import REPO_ROOT
+
+CHART_YAML = "apiVersion: v2\nname: app\nversion: 0.1.0\n"
+TRAIN = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-train
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: trainer
+        image: trainer:1
+        resources:
+          limits:
+            nvidia.com/gpu: {{ .Values.gpus }}
+"""
+CONFIG = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-config   # named after the release
+data:
+  a: "1"
+"""
+# A template that renders nothing: Helm still writes its `---` and `# Source:` line.
+OPTIONAL = "{{- if .Values.hpa }}\napiVersion: v1\nkind: Service\n{{- end }}\n"
+
+
+def _helm(helm: Path, chart: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(helm), "template", "rel", str(chart), "--set", "gpus=2", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_helm_post_renderer_translates_the_chart_and_leaves_the_rest_as_rendered(
+    helm: Path, tmp_path: Path
+) -> None:
+    chart = tmp_path / "app"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text(CHART_YAML)
+    (chart / "templates" / "config.yaml").write_text(CONFIG)
+    (chart / "templates" / "optional.yaml").write_text(OPTIONAL)
+    (chart / "templates" / "train.yaml").write_text(TRAIN)
+    renderer = tmp_path / "gpu2dra"  # what `pip install gpu2dra` puts on the PATH
+    renderer.write_text(f'#!/bin/sh\ncd {REPO_ROOT} && exec {sys.executable} -m app "$@"\n')
+    renderer.chmod(0o755)
+
+    plain = _helm(helm, chart)
+    assert plain.returncode == 0, plain.stderr
+    done = _helm(helm, chart, "--post-renderer", str(renderer), "--post-renderer-args", "translate")
+    assert done.returncode == 0, done.stderr
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    assert [d["kind"] for d in docs] == ["ConfigMap", "Job", "ResourceClaimTemplate"]
+    [template] = [d for d in docs if d["kind"] == "ResourceClaimTemplate"]
+    pod = docs[1]["spec"]["template"]["spec"]
+    assert pod["resourceClaims"][0]["resourceClaimTemplateName"] == template["metadata"]["name"]
+    assert "nvidia.com/gpu" not in pod["containers"][0]["resources"].get("limits", {})
+    # The ConfigMap comes back as Helm rendered it, its comment kept.
+    config = plain.stdout.split("# Source: app/templates/config.yaml\n")[1].split("---")[0]
+    assert config in done.stdout and "# named after the release" in config
+
+
+def test_helm_fails_with_strict_when_a_gpu_pod_would_be_left(helm: Path, tmp_path: Path) -> None:
+    chart = tmp_path / "app"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text(CHART_YAML)
+    (chart / "templates" / "cloneset.yaml").write_text(
+        "apiVersion: apps.kruise.io/v1alpha1\nkind: CloneSet\nmetadata: {name: cs}\nspec:\n"
+        "  template:\n    spec:\n      containers:\n"
+        "      - {name: c, image: i, resources: {limits: {nvidia.com/gpu: 1}}}\n"
+    )
+    renderer = tmp_path / "gpu2dra"
+    renderer.write_text(f'#!/bin/sh\ncd {REPO_ROOT} && exec {sys.executable} -m app "$@"\n')
+    renderer.chmod(0o755)
+    args = ("--post-renderer", str(renderer), "--post-renderer-args", "translate")
+    assert _helm(helm, chart, *args).returncode == 0
+    done = _helm(helm, chart, *args, "--post-renderer-args=--strict")
+    assert done.returncode != 0
+    assert "1 document: 0 translated, 1 left (no-rule 1), 0 unchanged" in done.stderr

@@ -1,0 +1,24 @@
+"""`gpu2dra explain` exits 3 when a step says FAIL, so a script can act on it; 0 otherwise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.diagnose.explain import command
+from app.diagnose.explain.explain import Explanation
+from app.diagnose.explain.step import Step
+
+
+@pytest.mark.parametrize(("state", "status"), [("PASS", 0), ("WARN", 0), ("FAIL", 3)])
+def test_a_failing_step_is_exit_status_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], state: Any, status: int
+) -> None:
+    steps = (Step("PASS", "translated by gpu2dra"), Step(state, "the last step"))
+    monkeypatch.setattr(command, "connect", lambda kubeconfig: None)
+    monkeypatch.setattr(command, "cluster_policy", lambda reader, file: (None, None))
+    monkeypatch.setattr(command, "gather", lambda reader, namespace, name: None)
+    monkeypatch.setattr(command, "explain", lambda facts, policy: Explanation("pod", steps, ()))
+    assert command.run(kubeconfig=None, policy_file=None, namespace="ns", name="p") == status
+    assert f"  {state:<4}  the last step\n" in capsys.readouterr().out
