@@ -128,7 +128,8 @@ def _add_serve(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--service-account",
         help="the webhook's own ServiceAccount: only it (and --template-writer) may create or "
-        "update ResourceClaimTemplates named gpu2dra-* or labelled as gpu2dra's",
+        "update ResourceClaimTemplates named gpu2dra-* or labelled as gpu2dra's, but for "
+        "exactly what gpu2dra writes under that name, which anyone may apply",
     )
     serve.add_argument(
         "--template-writer",

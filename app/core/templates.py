@@ -58,6 +58,34 @@ def live_digest(obj: Obj) -> str | None:
     return spec_digest(obj.get("spec")) if is_managed(obj) else None
 
 
+def written_as_named(obj: Any) -> bool:
+    """`obj` is a template exactly as gpu2dra writes one under its name: gpu2dra's label and
+    a name, `gpu2dra-<request>-x<count>-<hash>`, that its one request and the hash of its
+    claim spec give; other labels and annotations aside (kubectl, Argo CD and Flux add
+    theirs). Such a template is what `gpu2dra translate` prints, whoever applies it."""
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    if not is_reserved_name(name) or not is_managed(obj) or not isinstance(spec, dict):
+        return False
+    if set(spec) - {"spec", "metadata"} or spec.get("metadata", {}) != {}:
+        return False
+    claim = spec.get("spec")
+    devices = claim.get("devices") if isinstance(claim, dict) else None
+    requests = devices.get("requests") if isinstance(devices, dict) else None
+    if not isinstance(requests, list) or len(requests) != 1 or not isinstance(requests[0], dict):
+        return False
+    exactly = requests[0].get("exactly")
+    count = exactly.get("count") if isinstance(exactly, dict) else None
+    if not isinstance(requests[0].get("name"), str) or count.__class__ is not int:
+        return False
+    try:
+        digest = hashlib.sha256(orjson.dumps(claim, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    except orjson.JSONEncodeError:
+        return False
+    return bool(name == f"{TEMPLATE_PREFIX}{requests[0]['name']}-x{count}-{digest[:10]}")
+
+
 def is_reserved_name(name: Any) -> bool:
     return isinstance(name, str) and name.startswith(TEMPLATE_PREFIX)
 

@@ -10,7 +10,7 @@ from typing import Any
 from app.core.catalog import Catalog
 from app.core.kube import MANAGED_BY, RESOURCE_GROUP, Obj
 from app.core.resources import DraRequest, dra_requests
-from app.core.templates import TEMPLATE_PREFIX, is_managed, is_reserved_name
+from app.core.templates import TEMPLATE_PREFIX, is_managed, is_reserved_name, written_as_named
 from app.webhook.clusterview import ClusterView, ReadFailed
 from app.webhook.reviews import AdmissionRequest, namespace_of
 from app.webhook.verdicts import Decision, Verdict, allow, deny
@@ -30,6 +30,11 @@ def reservation(request: AdmissionRequest, writers: Set[str]) -> str | None:
     if not writers:
         return None
     obj, old = request.get("object"), request.get("oldObject")
+    if written_as_named(obj):
+        # Content-addressed: exactly what gpu2dra writes under that name, whoever applies
+        # it (`gpu2dra translate` output under GitOps). /mutate still uses a template only
+        # when the full digest of its spec is what the pod's request needs.
+        return None
     metadata = (obj or {}).get("metadata") if isinstance(obj, dict) else None
     metadata = metadata if isinstance(metadata, dict) else {}
     name = request.get("name") or metadata.get("name") or metadata.get("generateName")
@@ -47,9 +52,10 @@ def reservation(request: AdmissionRequest, writers: Set[str]) -> str | None:
     return (
         f"ResourceClaimTemplate {namespace}/{name}: {' and '.join(filter(None, carries))} "
         f"are reserved to gpu2dra ({', '.join(sorted(writers))}), and {user!r} is not it: "
-        "gpu2dra would use such a template for pods it translates. Choose another name and "
-        "label (or ask the cluster admin to add the identity to the chart's "
-        "claimTemplates.extraWriters)"
+        "gpu2dra would use such a template for pods it translates, and this one is not "
+        "exactly what gpu2dra writes under that name (as `gpu2dra translate` prints it, "
+        "which anyone may apply). Choose another name and label (or ask the cluster admin to "
+        "add the identity to the chart's claimTemplates.extraWriters)"
     )
 
 

@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
+from app.core.catalog import Catalog
+from app.core.policy import load_policy
 from app.core.resources import DraRequest
+from app.core.translate import translate
 from app.webhook.validate import validate
 from tests.support.fake import FakeCluster
 from tests.support.pods import container
@@ -149,8 +152,10 @@ def reserved(name: str, what: str, user: str) -> Any:
             "code": 403,
             "message": f"ResourceClaimTemplate ml/{name}: {what} are reserved to gpu2dra "
             f"(ops-bot, {GPU2DRA}), and {user} is not it: gpu2dra would use such a template for "
-            "pods it translates. Choose another name and label (or ask the cluster admin to add "
-            "the identity to the chart's claimTemplates.extraWriters)",
+            "pods it translates, and this one is not exactly what gpu2dra writes under that name "
+            "(as `gpu2dra translate` prints it, which anyone may apply). Choose another name and "
+            "label (or ask the cluster admin to add the identity to the chart's "
+            "claimTemplates.extraWriters)",
         },
     }
 
@@ -238,3 +243,64 @@ def test_an_update_is_not_refused_for_a_device_class_gone_since_create() -> None
         oldObject=obj,
     )
     assert run(validate(req, FakeCluster())) == {"allowed": True}
+
+
+# ---- a template exactly as gpu2dra writes it is anyone's to apply (GitOps) ---------------
+
+
+def gpu2dras(gpus: int = 1) -> Any:
+    """The template `gpu2dra translate` prints for a pod asking for `gpus` GPUs."""
+    policy = load_policy(None)
+    spec = {"containers": [container("c", {"nvidia.com/gpu": gpus})]}
+    (written,) = translate(spec, policy, Catalog.of(policy.device_classes)).templates
+    out = copy.deepcopy(written)
+    out["metadata"]["namespace"] = "ml"
+    return out
+
+
+def test_gpu2dras_own_content_is_anyones_to_create_and_reapply() -> None:
+    obj = gpu2dras()
+    assert run(validate(by("argocd", obj), FakeCluster(), WRITERS)) == {"allowed": True}
+    # kubectl apply, Argo CD and Flux add annotations and labels of their own
+    applied = copy.deepcopy(obj)
+    applied["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    applied["metadata"]["labels"] = {**obj["metadata"]["labels"], "argocd.argoproj.io/i": "a"}
+    applied["spec"]["metadata"] = {}  # as the API server writes the claims' empty metadata
+    answer = run(validate(by("flux", applied, "UPDATE", oldObject=obj), FakeCluster(), WRITERS))
+    assert answer == {"allowed": True}
+
+
+def _changed(obj: Any, how: str) -> Any:
+    out = copy.deepcopy(obj)
+    exactly = out["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    if how == "count":
+        exactly["count"] = 2  # more devices under the one-GPU name
+    elif how == "selector":
+        exactly["selectors"] = [{"cel": {"expression": "true"}}]
+    elif how == "label":
+        del out["metadata"]["labels"]["app.kubernetes.io/managed-by"]
+    elif how == "name":
+        out["metadata"]["name"] = gpu2dras(2)["metadata"]["name"]  # another shape's name
+    elif how == "extra":
+        out["spec"]["metadata"] = {"labels": {"a": "b"}}  # claims made from it would differ
+    return out
+
+
+@pytest.mark.parametrize("how", ["count", "selector", "label", "name", "extra"])
+def test_anything_else_under_gpu2dras_name_is_still_refused(how: str) -> None:
+    obj = _changed(gpu2dras(), how)
+    answer = run(validate(by("mallory", obj), FakeCluster(), WRITERS))
+    assert not answer["allowed"], how
+    message = answer["status"]["message"]
+    assert "not exactly what gpu2dra writes under that name" in message
+    assert "claimTemplates.extraWriters" in message
+
+
+def test_an_update_that_takes_the_label_off_gpu2dras_content_is_refused() -> None:
+    obj = gpu2dras()
+    answer = run(
+        validate(
+            by("mallory", _changed(obj, "label"), "UPDATE", oldObject=obj), FakeCluster(), WRITERS
+        )
+    )
+    assert not answer["allowed"]
