@@ -1,6 +1,7 @@
-"""`gpu2dra translate` as Helm's post-renderer: `helm template --post-renderer gpu2dra
---post-renderer-args translate` pipes the rendered chart through `gpu2dra translate`, which
-with no other argument reads stdin and writes stdout, and takes what it prints."""
+"""`gpu2dra translate` where charts and overlays are rendered: as Helm's post-renderer (`helm
+template --post-renderer gpu2dra --post-renderer-args translate` pipes the rendered chart
+through `gpu2dra translate`, which with no other argument reads stdin and writes stdout), and
+after `kubectl kustomize`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.controlplane import REPO_ROOT
+from tests.support.controlplane import REPO_ROOT, find_bin_dir
 
 CHART_YAML = "apiVersion: v2\nname: app\nversion: 0.1.0\n"
 TRAIN = """\
@@ -95,3 +96,30 @@ def test_helm_fails_with_strict_when_a_gpu_pod_would_be_left(helm: Path, tmp_pat
     done = _helm(helm, chart, *args, "--post-renderer-args=--strict")
     assert done.returncode != 0
     assert "1 document: 0 translated, 1 left (no-rule 1), 0 unchanged" in done.stderr
+
+
+def test_a_kustomize_build_piped_through_translate(tmp_path: Path) -> None:
+    """`kubectl kustomize DIR | gpu2dra translate`: kustomize's own output, read from stdin."""
+    kubectl = sorted(find_bin_dir().glob("v*/kubectl"))[-1]
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "kustomization.yaml").write_text(
+        "namespace: ml\ncommonLabels: {team: a}\nresources: [job.yaml]\n"
+    )
+    (base / "job.yaml").write_text(
+        TRAIN.replace("{{ .Release.Name }}", "x").replace("{{ .Values.gpus }}", "2")
+    )
+    built = subprocess.run(
+        [str(kubectl), "kustomize", str(base)], capture_output=True, text=True, check=True
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "translate"],
+        input=built.stdout,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO_ROOT,
+    )
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    assert [d["kind"] for d in docs] == ["Job", "ResourceClaimTemplate"]
+    assert docs[1]["metadata"]["namespace"] == "ml"
