@@ -5,7 +5,10 @@ them, shared by `gpu2dra capacity` and doctor's capacity checks.
 
 A device is free when no allocated claim names it (`status.allocation.devices.results`); one
 that allows multiple allocations (DRA consumable capacity) is free for one more request as
-long as its capacity left covers what the request takes of it. Which devices a class and a
+long as its capacity left covers what the request takes of it. A device that consumes shared
+counters (partitionable devices: DynamicMIG placements) is free only while its pool's counter
+sets, less what the allocated devices consume, still cover what it takes (app/readers/counters).
+Which devices a class and a
 request select is CEL evaluated as the scheduler does (app/readers/cel).
 """
 
@@ -24,6 +27,7 @@ from app.core.policy import Policy
 from app.core.quantity import parse_quantity
 from app.core.resources import legacy_devices, parse_count
 from app.readers.cel.devices import Device, class_selectors, select
+from app.readers.counters import Spent, short, spent
 from app.readers.demand import FINISHED, Shape
 
 DeviceKey = tuple[str, str, str]  # driver, pool, device: how allocation results name one
@@ -95,15 +99,21 @@ def room(device: Device, shape: Shape, held: Allocated) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Devices:
-    """The published devices each DeviceClass selects, and what claims hold."""
+    """The published devices each DeviceClass selects, what claims hold, and what the
+    devices they hold consume of shared counters."""
 
     by_class: Mapping[str, tuple[Device, ...]]
     held: Allocated
+    counters: Spent
+
+    def spent(self, device: Device) -> bool:
+        """The counters the device consumes are taken by other devices' allocations."""
+        return bool(short(device, self.counters))
 
     def free_for(self, shape: Shape) -> int:
         """How many more requests of `shape` the devices could serve now."""
         chosen = select(self.by_class.get(shape.device_class, ()), shape.selectors).selected
-        return sum(room(d, shape, self.held) for d in chosen)
+        return sum(room(d, shape, self.held) for d in chosen if not self.spent(d))
 
 
 def devices_by_class(
@@ -114,7 +124,8 @@ def devices_by_class(
     by_class = {
         str(c["metadata"]["name"]): select(every, class_selectors(c)).selected for c in classes
     }
-    return Devices(by_class, allocated(claims))
+    held = allocated(claims)
+    return Devices(by_class, held, spent(every, held.taken))
 
 
 def _text(device: Device, name: str) -> str:
@@ -135,7 +146,7 @@ class Pool:
     profile: str  # the MIG profile; "" for whole GPUs
     shared: bool  # the devices allow multiple allocations (consumable capacity)
     published: int = 0
-    free: int = 0  # no claim holds it (shared: no claim takes any of it)
+    free: int = 0  # no claim holds it (shared: no claim takes any of it), nor its counters
     shares: int = 0  # shared devices: the shares they publish
     shares_free: int = 0
 
@@ -149,11 +160,12 @@ def pools(devices: Devices, classes: Iterable[str]) -> list[Pool]:
             key = (name, product, _text(device, "profile"), device.allow_multiple)
             row = rows.setdefault(key, Counter())
             row["published"] += 1
-            row["free"] += device.key not in devices.held.taken
+            row["free"] += device.key not in devices.held.taken and not devices.spent(device)
             if device.allow_multiple and (shares := _capacity(device).get("shares")):
                 used = devices.held.consumed.get(device.key, {}).get("shares", Fraction(0))
                 row["shares"] += floor(shares[0])
-                row["shares_free"] += max(0, floor(shares[0] - used))
+                left = 0 if devices.spent(device) else floor(shares[0] - used)
+                row["shares_free"] += max(0, left)
     return sorted(
         Pool(
             *key,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from kubernetes import client
 
 from tests.e2e.inspecting import gpu2dra, unschedulable
@@ -94,11 +93,6 @@ def test_mig_pods_are_allocated_on_the_drivers_counters(
     assert "FAIL" not in text, text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="explain and capacity count devices, not the shared counters they consume: a "
-    "placement whose memory slices are taken counts as free",
-)
 def test_explain_and_capacity_see_that_the_counters_are_spent(
     webhook: Webhook,
     api_client: client.ApiClient,
@@ -112,11 +106,13 @@ def test_explain_and_capacity_see_that_the_counters_are_spent(
     wait_for_pod_scheduled(api_client, namespace, "small")
     control_plane.create(namespace, gpu_pod("whole", {"nvidia.com/mig-7g.141gb": 1}))
     unschedulable(api_client, namespace, "whole")
+    # explain fails the request (exit 3: a step says FAIL): the counters are spent.
     text = gpu2dra(
-        control_plane.kubeconfig, "explain", "pod", "whole", "-n", namespace, check=0
+        control_plane.kubeconfig, "explain", "pod", "whole", "-n", namespace, check=3
     ).stdout
-    # Today: "1 free on node ... is enough: see the scheduler's events".
+    assert "the shared counters they consume are taken by other devices" in text, text
+    # Not "1 free on node ... is enough": the 7g placement's memory slices are taken.
     assert "is enough" not in text, text
     capacity = gpu2dra(control_plane.kubeconfig, "capacity", check=0).stdout
-    # Today: "fits: 1 needed of mig.nvidia.com devices of MIG profile 7g.141gb, 1 free".
+    # Not "fits: 1 needed of ... MIG profile 7g.141gb, 1 free": its counters are spent.
     assert "MIG profile 7g.141gb, 1 free" not in capacity, capacity

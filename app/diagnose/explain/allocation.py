@@ -1,5 +1,6 @@
 """Why a request of a claim has devices or not: each device of its class against the request's
-selectors, as the scheduler evaluates them, and whether another claim holds it."""
+selectors, as the scheduler evaluates them, and whether another claim holds it or the shared
+counters it consumes (partitionable devices: DynamicMIG placements)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from app.core.resources import DraRequest
 from app.diagnose.explain.shares import Amounts, DeviceKey, shortfall
 from app.diagnose.explain.step import Step
 from app.readers.cel.devices import Device, SelectorError, class_selectors, matches
+from app.readers.counters import Spent, spent
+from app.readers.counters import short as counters_short
 
 MAX_DEVICE_LINES = 16
 # What the scheduler says of a pod whose claims it cannot allocate on any node.
@@ -51,13 +54,15 @@ def analyse_request(
     device_class = classes.get(class_name)
     if device_class is None:
         return Step("FAIL", f"{asks}: DeviceClass {class_name} does not exist")
-    survey = _Survey(claim=claim, owners=owners, wants=wants or {}, consumed=consumed or {})
+    others = {key for key, owner in owners.items() if owner != claim}
+    survey = _Survey(claim, owners, wants or {}, consumed or {}, spent(devices, others))
     for device in devices:
         survey.look(device, device_class, request.selectors)
     best_node, best = survey.best()
     counts = (
         f"{survey.in_class} device(s) in the class, {survey.matching} match the selectors, "
         f"{survey.taken} of those are allocated to other claims"
+        + (" or their counters spent" if survey.drained else "")
     )
     lines = survey.lines
     if len(lines) > MAX_DEVICE_LINES:
@@ -96,12 +101,14 @@ class _Survey:
     owners: Mapping[tuple[str, str, str], str]
     wants: Mapping[str, Any]
     consumed: Mapping[DeviceKey, Amounts]
+    counters: Spent
     lines: list[str] = field(default_factory=list)
     usable: Counter[str] = field(default_factory=Counter)
     in_class: int = 0
     matching: int = 0
     taken: int = 0  # matching, but held by other claims (or their shared capacity used up)
     full: int = 0  # of those, shared devices with no room left
+    drained: int = 0  # of those, devices whose shared counters other devices' allocations take
     shared: int = 0  # usable devices that allow multiple allocations
     errors: int = 0
 
@@ -127,6 +134,11 @@ class _Survey:
             self.taken += 1
             self.lines.append(f"{where}: matches, but allocated to claim {owner}")
             return
+        if lacking := counters_short(device, self.counters):
+            self.taken, self.drained = self.taken + 1, self.drained + 1
+            held = self._held(lacking)
+            self.lines.append(f"{where}: matches, but its counters are spent: {held}")
+            return
         if device.allow_multiple:
             short = shortfall(device, self.wants, self.consumed.get(device.key, {}))
             if short is not None:
@@ -137,6 +149,15 @@ class _Survey:
         self.usable[device.node] += 1
         room = "shared, with room" if device.allow_multiple else "free"
         self.lines.append(f"{where}: matches and is {room}")
+
+    def _held(self, lacking: tuple[tuple[str, str, str, str], ...]) -> str:
+        """Which claims take the counters a device lacks: `memory-slice-3 taken by claim ns/x`."""
+        said = []
+        for key in lacking[:3]:
+            claims = sorted({self.owners.get(d, "?") for d in self.counters.by.get(key, ())})
+            said.append(f"{key[3]} taken by claim {', '.join(claims) or '?'}")
+        more = f" (and {len(lacking) - 3} more)" if len(lacking) > 3 else ""
+        return "; ".join(said) + more
 
     def best(self) -> tuple[str, int]:
         """The node with the most usable devices, and how many it can use (devices not bound
@@ -158,6 +179,8 @@ class _Survey:
             return f"only {self.matching} device(s) match the request's selectors"
         if self.matching - self.taken < need:
             shared = ", or their shared capacity is consumed" if self.full else ""
+            if self.drained:
+                shared += ", or the shared counters they consume are taken by other devices"
             return f"capacity exhausted: the matching devices are allocated to other claims{shared}"
         return f"no single node has {need} free matching device(s) (at most {best})"
 

@@ -55,6 +55,8 @@ class Device:
     attributes: Mapping[str, Any] = field(default_factory=dict)
     capacity: Mapping[str, Any] = field(default_factory=dict)
     allow_multiple: bool = False
+    consumes: tuple[Mapping[str, Any], ...] = ()  # consumesCounters: {counterSet, counters}
+    counter_sets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # the pool's
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -72,25 +74,51 @@ class Device:
         return hash(self.key)
 
 
-def devices_of(slices: Iterable[Obj]) -> list[Device]:
-    """The devices of the newest generation of every pool, as the scheduler sees them."""
+def _newest(items: list[Obj]) -> dict[tuple[str, str], int]:
     newest: dict[tuple[str, str], int] = {}
-    items = [s for s in slices if isinstance(s.get("spec"), dict)]
     for s in items:
         spec = s["spec"]
         pool = spec.get("pool") or {}
         key = (str(spec.get("driver", "")), str(pool.get("name", "")))
         newest[key] = max(newest.get(key, 0), int(pool.get("generation") or 0))
+    return newest
+
+
+def _pool_slices(slices: Iterable[Obj]) -> list[tuple[str, str, Obj]]:
+    """driver, pool name and spec of each slice of the newest generation of its pool."""
+    items = [s for s in slices if isinstance(s.get("spec"), dict)]
+    newest = _newest(items)
     found = []
     for s in items:
         spec = s["spec"]
         pool = spec.get("pool") or {}
         driver, pool_name = str(spec.get("driver", "")), str(pool.get("name", ""))
-        if int(pool.get("generation") or 0) != newest[driver, pool_name]:
-            continue  # a stale slice of a pool being republished
+        if int(pool.get("generation") or 0) == newest[driver, pool_name]:
+            found.append((driver, pool_name, spec))  # else a stale slice being republished
+    return found
+
+
+def _counter_sets(specs: list[tuple[str, str, Obj]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each pool's counter sets (`sharedCounters`, in any slice of the pool) by name."""
+    sets: dict[tuple[str, str], dict[str, Any]] = {}
+    for driver, pool_name, spec in specs:
+        for entry in spec.get("sharedCounters") or []:
+            if isinstance(entry, dict):
+                counters = entry.get("counters") or {}
+                sets.setdefault((driver, pool_name), {})[str(entry.get("name", ""))] = counters
+    return sets
+
+
+def devices_of(slices: Iterable[Obj]) -> list[Device]:
+    """The devices of the newest generation of every pool, as the scheduler sees them."""
+    specs = _pool_slices(slices)
+    sets = _counter_sets(specs)
+    found = []
+    for driver, pool_name, spec in specs:
         for dev in spec.get("devices") or []:
             # v1 devices carry their fields directly; v1beta1 nests them under `basic`.
             body = dev.get("basic") if isinstance(dev.get("basic"), dict) else dev
+            consumes = [c for c in body.get("consumesCounters") or [] if isinstance(c, dict)]
             found.append(
                 Device(
                     driver=driver,
@@ -100,6 +128,8 @@ def devices_of(slices: Iterable[Obj]) -> list[Device]:
                     attributes=body.get("attributes") or {},
                     capacity=body.get("capacity") or {},
                     allow_multiple=bool(body.get("allowMultipleAllocations")),
+                    consumes=tuple(consumes),
+                    counter_sets=sets.get((driver, pool_name), {}),
                 )
             )
     return found
