@@ -37,6 +37,10 @@ STRICT_LEFT = 3  # `translate --strict`: a document whose pods ask for GPUs is l
 
 
 def _translate(args: argparse.Namespace) -> int:
+    if not args.filename and sys.stdin.isatty():
+        raise ManifestError(
+            "no -f given and stdin is a terminal: give -f FILE, or pipe manifests in"
+        )
     policy = load_policy(args.policy)
     text = read_manifests(args.filename, recursive=args.recursive, stdin=sys.stdin.buffer)
     catalog = Catalog.of(policy.device_classes)

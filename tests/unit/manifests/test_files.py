@@ -55,6 +55,10 @@ def test_without_f_stdin_is_read(
     class Stdin:
         buffer = io.BytesIO(POD.format(name="p").encode())
 
+        @staticmethod
+        def isatty() -> bool:
+            return False
+
     monkeypatch.setattr("sys.stdin", Stdin)
     assert main(["translate"]) == 0
     assert [k for k, _ in _kinds_and_names(capsys.readouterr().out)] == [
@@ -80,3 +84,18 @@ def test_what_cannot_be_read_is_one_line(
     assert main(["translate", "-f", str(tmp_path / "a.yaml"), "-f", where]) == 1
     out = capsys.readouterr()
     assert out.err == f"gpu2dra: {where}: {message}\n" and out.out == ""
+
+
+def test_without_f_a_terminal_is_not_waited_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class Terminal:
+        @staticmethod
+        def isatty() -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal)
+    assert main(["translate"]) == 1
+    assert capsys.readouterr().err == (
+        "gpu2dra: no -f given and stdin is a terminal: give -f FILE, or pipe manifests in\n"
+    )
