@@ -36,6 +36,15 @@ def gpu2dra(
     return done
 
 
+def explain(kubeconfig: Path, pod: str, namespace: str, *args: str) -> str:
+    """`gpu2dra explain pod`'s text; it must exit 3 exactly when a step says FAIL."""
+    done = gpu2dra(kubeconfig, "explain", "pod", pod, "-n", namespace, *args)
+    failed = any(line.lstrip().startswith("FAIL ") for line in done.stdout.splitlines())
+    expected = 3 if failed else 0
+    assert done.returncode == expected, f"exit {done.returncode}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
 def doctor(plane: ControlPlane, *args: str) -> tuple[int, dict[str, Obj]]:
     """Exit status and checks by name of `gpu2dra doctor -o json`."""
     code, checks, _ = doctor_with_source(plane, *args)

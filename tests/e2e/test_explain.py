@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.e2e.inspecting import explain as explained
 from tests.e2e.inspecting import gpu2dra, unschedulable
 from tests.support.cluster import (
     A100_SXM4_40GB,
@@ -26,7 +27,7 @@ Obj = dict[str, Any]
 
 
 def explain(plane: ControlPlane, namespace: str, pod: str, *args: str) -> str:
-    return gpu2dra(plane.kubeconfig, "explain", "pod", pod, "-n", namespace, *args, check=0).stdout
+    return explained(plane.kubeconfig, pod, namespace, *args)
 
 
 def test_bound_pod(

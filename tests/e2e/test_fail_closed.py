@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.e2e.inspecting import gpu2dra, unschedulable
+from tests.e2e.inspecting import explain, unschedulable
 from tests.support.cluster import (
     add_gpu_node,
     create_node,
@@ -82,9 +82,9 @@ def test_a_pod_that_cannot_move_whole_stays_on_the_device_plugin(
     if case != "scheduler":  # no hami-scheduler runs here to bind it
         node = wait_for_pod_scheduled(api_client, namespace, "p")["spec"]["nodeName"]
         assert node == plugin, "scheduled through the device plugin"
-    explained = gpu2dra(control_plane.kubeconfig, "explain", "pod", "p", "-n", namespace, check=0)
-    assert "gpu2dra leaves this pod as it is" in explained.stdout, explained.stdout
-    assert said in explained.stdout, explained.stdout
+    explained = explain(control_plane.kubeconfig, "p", namespace)
+    assert "gpu2dra leaves this pod as it is" in explained, explained
+    assert said in explained, explained
 
 
 def test_hami_card_selection_becomes_device_selectors(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.e2e.inspecting import gpu2dra
+from tests.e2e.inspecting import explain
 from tests.support.cluster import gpu_pod, wait_for
 from tests.support.controlplane import ControlPlane
 from tests.support.kueue import GATE_ON, KUEUE_MAPPED, kueue_objects, remove_kueue
@@ -56,9 +56,9 @@ def test_a_queued_pod_stays_on_the_device_plugin_until_kueue_counts_its_claims(
     assert "resourceClaims" not in stored["spec"]
     assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert webhook.metric("gpu2dra_outcomes_total", code="kueue-gate-off") - before == 1
-    explained = gpu2dra(control_plane.kubeconfig, "explain", "pod", "off", "-n", namespace, check=0)
+    explained = explain(control_plane.kubeconfig, "off", namespace)
     assert "not translated (1 x nvidia.com/gpu): queued by Kueue v0.17 with its DRA gate" in (
-        explained.stdout
+        explained
     )
     # A pod no queue holds is translated as ever.
     plain, _ = control_plane.create(namespace, gpu_pod("plain", {"nvidia.com/gpu": 1}))
