@@ -245,10 +245,19 @@ def _key(obj: Obj) -> Key:
     return str(meta.get("namespace", "")), str(meta.get("name", ""))
 
 
+def going(obj: Obj) -> bool:
+    """A pod or namespace being deleted: what it asks is no demand (a pod's replacement asks
+    for itself; devices still held count as taken where the claims say so)."""
+    meta = obj.get("metadata") or {}
+    return bool(meta.get("deletionTimestamp")) or (obj.get("status") or {}).get(
+        "phase"
+    ) == "Terminating"
+
+
 def pod_ask(pod: Obj, known: Known) -> PodAsk | None:
-    """What a live pod asks; None when it asks for no GPU or has finished."""
+    """What a live pod asks; None when it asks for no GPU, has finished or is going."""
     spec, meta = pod.get("spec") or {}, pod["metadata"]
-    if (pod.get("status") or {}).get("phase") in FINISHED:
+    if (pod.get("status") or {}).get("phase") in FINISHED or going(pod):
         return None
     state: State = "running" if spec.get("nodeName") else "pending"
     where = str(meta.get("namespace", "")), str(meta.get("name", ""))

@@ -23,6 +23,7 @@ from app.readers.demand import (
     Need,
     PodAsk,
     Shape,
+    going,
     needs,
     pod_ask,
     workload_ask,
@@ -122,7 +123,9 @@ def catalog_of(classes: Listed, slices: Listed, policy: Policy) -> Catalog:
 
 def planned(namespaces: Iterable[Obj], policy: Policy) -> dict[str, str]:
     """name -> mode of the namespaces gpu2dra translates (enabled) or audits."""
-    found = {str(n["metadata"]["name"]): namespace_mode(n, policy) for n in namespaces}
+    found = {
+        str(n["metadata"]["name"]): namespace_mode(n, policy) for n in namespaces if not going(n)
+    }
     return {name: str(mode) for name, mode in sorted(found.items()) if mode in PLANNED}
 
 

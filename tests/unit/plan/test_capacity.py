@@ -9,11 +9,13 @@ import orjson
 from kubernetes.client import ApiClient
 
 from app.cli import arguments, commands
-from app.core.policy import parse_policy
-from app.plan.capacity.analyse import Inputs, analyse
+from app.core.catalog import Catalog
+from app.core.policy import load_policy, parse_policy
+from app.plan.capacity.analyse import Inputs, analyse, planned
 from app.plan.capacity.gather import gather
 from app.plan.capacity.render import render_json, render_text
 from app.readers.client import NotFound, Reader, ReadError
+from app.readers.demand import Known, pod_ask
 
 Obj = dict[str, Any]
 POLICY = parse_policy({})
@@ -384,3 +386,18 @@ def test_the_command_parses_its_output() -> None:
     args = arguments.parser().parse_args(["capacity", "-o", "json"])
     assert (args.output, args.policy, args.kubeconfig) == ("json", None, None)
     assert "capacity" in commands.COMMANDS
+
+
+def test_pods_and_namespaces_being_deleted_ask_nothing() -> None:
+    pod = {
+        "metadata": {"name": "p", "namespace": "ml", "deletionTimestamp": "2026-12-04T20:00:00Z"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+    }
+    known = Known.of(load_policy(None), Catalog.of(["gpu.nvidia.com"]), claims=[], owners=[])
+    assert pod_ask(pod, known) is None
+    live = {**pod, "metadata": {"name": "p", "namespace": "ml"}}
+    assert pod_ask(live, known) is not None
+    label = {"gpu2dra.io/migration": "enabled"}
+    gone = {"metadata": {"name": "old", "labels": label}, "status": {"phase": "Terminating"}}
+    here = {"metadata": {"name": "ml", "labels": label}, "status": {"phase": "Active"}}
+    assert planned([gone, here], load_policy(None)) == {"ml": "enabled"}

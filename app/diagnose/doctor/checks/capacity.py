@@ -18,7 +18,7 @@ from app.diagnose.doctor.checks.verdict import Verdict, unreadable
 from app.diagnose.doctor.facts import Facts
 from app.readers.cel.devices import devices_of
 from app.readers.client import ReadError
-from app.readers.demand import Known, PodAsk, needs, pod_ask
+from app.readers.demand import Known, PodAsk, going, needs, pod_ask
 from app.readers.supply import devices_by_class
 
 PLANNED = ("enabled", "audit")
@@ -49,7 +49,11 @@ def _lists(facts: Facts) -> _Lists | ReadError:
 
 def _asks(read: _Lists, facts: Facts, policy: Policy, modes: tuple[str, ...]) -> list[PodAsk]:
     """What the GPU pods of namespaces in `modes` ask of DRA (not those gpu2dra leaves)."""
-    scope = {n["metadata"]["name"] for n in read.namespaces if namespace_mode(n, policy) in modes}
+    scope = {
+        n["metadata"]["name"]
+        for n in read.namespaces
+        if namespace_mode(n, policy) in modes and not going(n)
+    }
     known = Known.of(
         policy,
         Catalog.from_objects(read.classes),
