@@ -139,7 +139,11 @@ def test_another_identity_may_not_write_gpu2dras_templates(
     webhook: Webhook, api_client: client.ApiClient, mallory: client.ApiClient, namespace: str
 ) -> None:
     webhook.set_mode(api_client, namespace, "enabled")
-    squat = gpu2dras_template(webhook, 1)
+    exact = gpu2dras_template(webhook, 1)
+    # Another spec under gpu2dra's name and label (one template exactly as gpu2dra writes it
+    # is anyone's to apply: tests/e2e/test_gitops_templates.py).
+    squat = copy.deepcopy(exact)
+    squat["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
     message = refusal(mallory, namespace, squat)
     assert "the name prefix 'gpu2dra-' and the label app.kubernetes.io/managed-by=gpu2dra" in (
         message

@@ -17,6 +17,7 @@ from app.core.scope import NEVER_CHANGED, namespace_mode, never_changed
 from app.core.templates import describe_template
 from app.manifests.documents import translate_documents
 from app.manifests.podspecs import TooDeep, pod_specs
+from app.manifests.workloads import group_kind
 
 # What translating a workload's manifest notes that is no warning for a live workload: the
 # in-tree path serving it, and a kind no rule knows (admission translates its pods anyway).
@@ -100,7 +101,10 @@ def report_row(
         preempts = preempts or preempting_class(spec) or ""
     if not +gpus:
         return None
-    result = translate_documents([obj], policy, catalog, namespace=namespace, mode="enabled")
+    # What its pods get at admission: a kind no rule knows, left whole offline, is read as
+    # the policy's translateKinds would have it translated.
+    as_pods = replace(policy, translate_kinds=policy.translate_kinds | {group_kind(obj)})
+    result = translate_documents([obj], as_pods, catalog, namespace=namespace, mode="enabled")
     found = [n.text for n in result.notes if n.text.code not in NOT_WARNINGS]
     native = all(catalog.serving_extended_resource(r) for r in gpus)
     once_shared = False
@@ -108,7 +112,7 @@ def report_row(
         everywhere = replace(catalog, sharing=None)  # as if every driver shared every capacity
         once_shared = bool(
             translate_documents(
-                [obj], policy, everywhere, namespace=namespace, mode="enabled"
+                [obj], as_pods, everywhere, namespace=namespace, mode="enabled"
             ).templates
         )
     return Workload(

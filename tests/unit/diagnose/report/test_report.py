@@ -319,3 +319,14 @@ def test_workloads_whose_pods_would_find_no_node_are_named() -> None:
     lines = render_csv(report).splitlines()
     assert lines[0].split(",")[8] == "node"
     assert [row.split(",")[8] for row in lines[1:]] == ["cloud pool", ""]
+
+
+def test_a_kind_no_rule_knows_shows_what_its_pods_get() -> None:
+    template = {"spec": pod_spec(container("c", {"nvidia.com/gpu": 4}))}
+    kind = {"apiVersion": "example.com/v1", "spec": {"template": template}}
+    (_, body) = obj("CloneSet", "web", "ml", {"template": template})
+    body.update(kind)
+    report = build([namespace("ml")], [("CloneSet", body)], POLICY, CATALOG)
+    (row,) = report.namespaces[0].workloads
+    assert (row.kind, row.translates, row.warnings) == ("CloneSet", True, [])
+    assert row.templates[0].endswith(": 4 x gpu.nvidia.com")
