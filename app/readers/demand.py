@@ -249,9 +249,10 @@ def going(obj: Obj) -> bool:
     """A pod or namespace being deleted: what it asks is no demand (a pod's replacement asks
     for itself; devices still held count as taken where the claims say so)."""
     meta = obj.get("metadata") or {}
-    return bool(meta.get("deletionTimestamp")) or (obj.get("status") or {}).get(
-        "phase"
-    ) == "Terminating"
+    return (
+        bool(meta.get("deletionTimestamp"))
+        or (obj.get("status") or {}).get("phase") == "Terminating"
+    )
 
 
 def pod_ask(pod: Obj, known: Known) -> PodAsk | None:
