@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from kubernetes import client, config
 
 from app.webhook.certs import make_certs
-from tests.support.ports import free_port
+from tests.support.ports import free_port, free_ports
 
 Obj = dict[str, Any]
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -243,8 +243,8 @@ class ControlPlane:
             raise
 
     def _start_etcd(self) -> None:
-        client_url = f"http://127.0.0.1:{free_port()}"
-        peer_url = f"http://127.0.0.1:{free_port()}"
+        client_port, peer_port = free_ports(2)
+        client_url, peer_url = (f"http://127.0.0.1:{p}" for p in (client_port, peer_port))
         self._etcd_url = client_url
         self._spawn(
             "etcd",
