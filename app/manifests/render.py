@@ -14,7 +14,7 @@ import orjson
 from app.core.catalog import Catalog
 from app.core.kube import Obj
 from app.core.policy import Mode, Policy
-from app.manifests import comments, yamlio
+from app.manifests import comments, yamlwrite
 from app.manifests.documents import Note, Read, load_documents, translate_documents
 from app.manifests.tally import Tally, tally
 
@@ -125,7 +125,7 @@ def _piece(text: str, job: _Job) -> _Piece:
     if job.output == "json":
         body = b",".join(orjson.dumps(doc) for doc in result.documents)
     else:
-        body = yamlio.dump_all(result.documents, read).encode()
+        body = yamlwrite.dump_all(result.documents, read).encode()
     counted = tally(docs, result.documents, result.notes, job.policy) if job.counting else Tally()
     return _Piece(result.numbered, body, result.templates, result.notes, counted)
 
@@ -171,7 +171,7 @@ def _join(pieces: list[_Piece], output: Output) -> Rendered:
         )
     else:
         if templates:
-            bodies.append(yamlio.dump_all(templates.values()).encode())
+            bodies.append(yamlwrite.dump_all(templates.values()).encode())
         body = b"---\n".join(bodies)
     return Rendered(body, warnings, counted)
 

@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 import yaml
 
-from app.manifests import yamlio
+from app.manifests import yamlwrite
 from app.webhook.certs import make_certs
 from app.webhook.runner import KEEP_ALIVE_SECONDS
 from tests.bench import payloads
@@ -385,7 +385,7 @@ def translate_cli(work: Path, document: dict[str, Any]) -> tuple[float, float]:
         metadata = {**document.get("metadata", {}), "name": f"w{i}", "namespace": "ml"}
         docs.append({**document, "metadata": metadata})
     manifest = work / "10k.yaml"
-    manifest.write_text(yamlio.dump_all(docs))
+    manifest.write_text(yamlwrite.dump_all(docs))
     every_cpu = f"0-{(os.cpu_count() or 1) - 1}"  # this process is pinned to the load's CPU
     started = time.perf_counter()
     subprocess.run(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from app.core.nvidia.mig import device_class
-from app.manifests import yamlio
+from app.manifests import yamlwrite
 
 
 def render(profiles: Iterable[str]) -> str:
     classes = [device_class(p) for p in sorted(set(profiles))]
-    return yamlio.dump_all(classes) if classes else "# no MIG profile published\n"
+    return yamlwrite.dump_all(classes) if classes else "# no MIG profile published\n"
