@@ -1,6 +1,10 @@
 # gpu2dra: the admission webhook image. Built by tests/image/build.sh (buildah, no Docker
 # engine) and by the release workflow; any builder works: docker build -t gpu2dra .
-FROM python:3.11-slim-bookworm AS build
+# The base, one argument for both stages. The release resolves the tag to its digest once and
+# builds from BASE=docker.io/library/python:3.11-slim-bookworm@sha256:<digest>, recorded in the
+# image's org.opencontainers.image.base.* labels: a rebuild passes the same BASE.
+ARG BASE=docker.io/library/python:3.11-slim-bookworm
+FROM ${BASE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/gpu2dra
@@ -24,7 +28,8 @@ RUN /opt/gpu2dra/bin/pip install --no-cache-dir --no-deps --no-build-isolation .
         /opt/gpu2dra/lib
 
 # The final stage has the virtualenv and the interpreter, and no build tools.
-FROM python:3.11-slim-bookworm
+FROM ${BASE}
+ARG BASE
 ARG VERSION=0.0.0
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="gpu2dra" \
@@ -32,7 +37,8 @@ LABEL org.opencontainers.image.title="gpu2dra" \
       org.opencontainers.image.source="https://github.com/gpu2dra/gpu2dra" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.revision="${REVISION}"
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.base.name="${BASE}"
 ENV PATH=/opt/gpu2dra/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

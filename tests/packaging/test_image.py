@@ -39,11 +39,27 @@ def test_hadolint_would_catch_a_mistake(tmp_path: Path) -> None:
 def test_final_stage() -> None:
     stages = DOCKERFILE.read_text().split("\nFROM ")[1:]
     assert len(stages) == 2, "multi-stage: build, then runtime"
-    assert stages[0].split()[:3] == ["python:3.11-slim-bookworm", "AS", "build"]
+    assert stages[0].split()[:3] == ["${BASE}", "AS", "build"]
     final = stages[-1]
     assert "COPY --from=build /opt/gpu2dra /opt/gpu2dra" in final
     assert "apt-get" not in final and "pip install" not in final  # no toolchain, no builds
     assert "USER 65532:65532" in final
     assert "PYTHONDONTWRITEBYTECODE=1" in final
     assert final.rstrip().endswith('ENTRYPOINT ["gpu2dra", "serve"]')
-    assert final.startswith("python:3.11-slim-bookworm\n")
+    assert final.startswith("${BASE}\nARG BASE\n")
+    assert 'org.opencontainers.image.base.name="${BASE}"' in final
+
+
+def test_one_base_for_both_stages() -> None:
+    """Both stages come from the one BASE argument (what the release pins by digest and
+    tests/image/build.sh makes from Debian's packages)."""
+    text = DOCKERFILE.read_text()
+    (base,) = [line for line in text.splitlines() if line.startswith("ARG BASE=")]
+    assert base == "ARG BASE=docker.io/library/python:3.11-slim-bookworm"
+    assert text.index(base) < text.index("\nFROM ")
+    assert [line for line in text.splitlines() if line.startswith("FROM ")] == [
+        "FROM ${BASE} AS build",
+        "FROM ${BASE}",
+    ]
+    build = (ROOT / "tests" / "image" / "build.sh").read_text()
+    assert "base_name=docker.io/library/python:3.11-slim-bookworm" in build

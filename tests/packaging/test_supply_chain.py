@@ -82,3 +82,16 @@ def test_gpu2dra_is_built_with_the_setuptools_the_image_hashes() -> None:
     (requires,) = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
     assert requires.startswith("setuptools==")
     assert requires in (ROOT / "constraints.txt").read_text()
+
+
+def test_the_release_builds_on_the_base_by_digest() -> None:
+    """The base's tag is resolved to a digest once, checked, and passed as BASE: the image's
+    two stages and its org.opencontainers.image.base.name label name that digest."""
+    steps = release_jobs()["release"]["steps"]
+    (resolve,) = [s for s in steps if "imagetools inspect" in str(s.get("run", ""))]
+    assert "sed -n 's/^ARG BASE=//p' Dockerfile" in resolve["run"]
+    assert '[[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]]' in resolve["run"]
+    assert 'echo "BASE=$base@$digest" >> "$GITHUB_ENV"' in resolve["run"]
+    (image,) = [s for s in steps if s.get("id") == "image"]
+    assert "BASE=${{ env.BASE }}" in image["with"]["build-args"].splitlines()
+    assert steps.index(resolve) < steps.index(image)
