@@ -10,6 +10,7 @@ from datetime import timedelta
 from importlib import metadata
 from pathlib import Path
 
+from app.cli.helptext import Parser
 from app.core.nvidia.mig import mig_profile
 from app.core.policy import MODES
 from app.webhook.settings import Listen, Settings
@@ -46,9 +47,7 @@ def running_version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
-        prog="gpu2dra", description="Move nvidia.com/gpu workloads onto Kubernetes DRA."
-    )
+    top = Parser(prog="gpu2dra", description="Move nvidia.com/gpu workloads onto Kubernetes DRA.")
     top.add_argument(
         "--version",
         action="version",
@@ -311,9 +310,9 @@ def _add_certs(certs: argparse.ArgumentParser) -> None:
     certs.add_argument("--days", type=int, default=365, help="days the certificates are valid")
 
 
-def _cluster_options() -> argparse.ArgumentParser:
+def _cluster_options() -> Parser:
     """The options every read-only cluster command shares, as a parent parser."""
-    cluster = argparse.ArgumentParser(add_help=False)
+    cluster = Parser(add_help=False)
     cluster.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
     cluster.add_argument(
         "--policy", type=Path, help="policy file (default: gpu2dra's ConfigMap, else embedded)"
