@@ -8,13 +8,14 @@ cd "$(dirname "$0")/.."
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
 # A real kube-apiserver, controller-manager, scheduler, etcd and kubectl for each Kubernetes
-# release the tests run on (tests/k8s/v1.37, v1.34), helm, Kueue's manager and Karpenter's kwok
-# provider, built with Go.
+# release the tests run on (tests/k8s/v1.37, v1.34), helm, Kueue's manager, Karpenter's kwok
+# provider and the standalone kustomize, built with Go.
 # Without Go the end-to-end tests skip, except in CI, where that fails the run.
 if command -v go >/dev/null || [ "${CI:-}" = true ]; then
   bash tests/k8s/build.sh
   bash tests/kueue/build.sh
   bash tests/karpenter/build.sh
+  bash tests/kustomize/build.sh
   bash tests/driver/build.sh
   # The real node of tests/e2e/test_node.py (containerd, kubelet, DRA plugin) runs as root, and
   # so do the chart's pods on it (tests/e2e/test_in_cluster.py), from the image the Dockerfile

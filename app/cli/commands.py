@@ -11,8 +11,9 @@ from pathlib import Path
 from app.cli.arguments import parser
 from app.core.catalog import Catalog
 from app.core.mapping import PolicyError
-from app.core.policy import load_policy
+from app.core.policy import Policy, load_policy
 from app.kubeconfig import NoCluster, context_namespace
+from app.manifests import krm
 from app.manifests.documents import ManifestError
 from app.manifests.files import read_manifests
 from app.manifests.render import as_kube_list, translate_text
@@ -44,6 +45,8 @@ def _translate(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
     text = read_manifests(args.filename, recursive=args.recursive, stdin=sys.stdin.buffer)
     catalog = Catalog.of(policy.device_classes)
+    if (resource_list := krm.read_resource_list(text)) is not None:
+        return _krm_function(resource_list, policy, catalog, args)
     # Linux says which CPUs this process may use (a container's share); elsewhere, one.
     jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     rendered = translate_text(
@@ -66,6 +69,20 @@ def _translate(args: argparse.Namespace) -> int:
         print(f"gpu2dra: {rendered.tally}", file=sys.stderr)
         return STRICT_LEFT if rendered.tally.left else 0
     return 0
+
+
+def _krm_function(
+    resource_list: dict[str, object], policy: Policy, catalog: Catalog, args: argparse.Namespace
+) -> int:
+    """A ResourceList in: gpu2dra as a KRM function, a ResourceList out (app/manifests/krm.py)."""
+    given = krm.Settings(
+        policy=policy, namespace=args.namespace, mode=args.mode, strict=args.strict
+    )
+    answer = krm.run(resource_list, given, catalog, as_json=args.output == "json")
+    for line in answer.said:
+        print(line, file=sys.stderr)
+    sys.stdout.buffer.write(answer.body)
+    return answer.status
 
 
 def _certs(args: argparse.Namespace) -> int:
