@@ -84,6 +84,17 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
     return rows
 
 
+# What the commands share, as kubectl does it.
+HABITS = [
+    "As kubectl: every command that reads a cluster takes `--kubeconfig FILE` (default "
+    "`$KUBECONFIG`, else `~/.kube/config`) and `--context NAME` (default: the kubeconfig's "
+    "current context); `-n` defaults to that context's namespace, else `default`, and `-A` "
+    "means every namespace where a command takes it. `translate` reads no kubeconfig: a "
+    "document without a namespace, and the templates it needs, stay without one, so that "
+    "`kubectl apply` puts them where it puts the rest.",
+]
+
+
 def cli_reference() -> str:
     parser = arguments.parser()
     out = [
@@ -96,6 +107,8 @@ def cli_reference() -> str:
         "kubeconfig, a bad policy or manifest is one line on stderr and exit status 1; a bad "
         "argument is a usage error, exit status 2; `translate --strict` and `explain` also "
         "exit 3, as their sections say.",
+        "",
+        *HABITS,
         "",
         "| command | what it does |",
         "| --- | --- |",

@@ -64,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
     )
     _add_translate(sub.add_parser("translate", help="print manifests translated; creates nothing"))
     _add_certs(sub.add_parser("certs", help="make a CA and a serving certificate"))
-    # Read-only cluster commands: the current kubeconfig, GETs only.
+    # Read-only cluster commands: the kubeconfig's context (--kubeconfig, --context), GETs only.
     cluster = [_cluster_options()]
     _add_doctor(sub.add_parser("doctor", parents=cluster, help="check the cluster's DRA readiness"))
     _add_explain(sub.add_parser("explain", parents=cluster, help="why a GPU pod is in its state"))
@@ -104,6 +104,7 @@ def parser() -> argparse.ArgumentParser:
     _add_prune_templates(
         sub.add_parser(
             "prune-templates",
+            parents=[_kubeconfig_options()],
             help="delete gpu2dra's ResourceClaimTemplates that no pod uses (a dry run without "
             "--apply)",
         )
@@ -310,10 +311,26 @@ def _add_certs(certs: argparse.ArgumentParser) -> None:
     certs.add_argument("--days", type=int, default=365, help="days the certificates are valid")
 
 
+# -n's default for every command that reads a cluster, as kubectl's.
+CONTEXT_NAMESPACE = "default: the kubeconfig context's namespace, else default"
+
+
+def _kubeconfig_options() -> Parser:
+    """--kubeconfig and --context, as kubectl takes them, for every command that reads a
+    cluster; as a parent parser."""
+    kube = Parser(add_help=False)
+    kube.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
+    kube.add_argument(
+        "--context",
+        metavar="NAME",
+        help="the kubeconfig context to use (default: its current context)",
+    )
+    return kube
+
+
 def _cluster_options() -> Parser:
     """The options every read-only cluster command shares, as a parent parser."""
-    cluster = Parser(add_help=False)
-    cluster.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
+    cluster = Parser(add_help=False, parents=[_kubeconfig_options()])
     cluster.add_argument(
         "--policy", type=Path, help="policy file (default: gpu2dra's ConfigMap, else embedded)"
     )
@@ -333,7 +350,7 @@ def _add_explain(explain: argparse.ArgumentParser) -> None:
     )
     explain.add_argument("kind", choices=("pod",), help="what to explain")
     explain.add_argument("name", help="the pod's name")
-    explain.add_argument("-n", "--namespace", default="default", help="the pod's namespace")
+    explain.add_argument("-n", "--namespace", help=f"the pod's namespace ({CONTEXT_NAMESPACE})")
 
 
 def _add_report(report: argparse.ArgumentParser) -> None:
@@ -342,7 +359,7 @@ def _add_report(report: argparse.ArgumentParser) -> None:
     scope.add_argument(
         "-n",
         "--namespace",
-        help="one namespace (default: the kubeconfig context's namespace, else default)",
+        help=f"one namespace ({CONTEXT_NAMESPACE})",
     )
     report.add_argument(
         "-o", "--output", choices=("table", "json", "csv"), default="table", help="output format"
@@ -353,7 +370,10 @@ def _add_impact(impact: argparse.ArgumentParser) -> None:
     scope = impact.add_mutually_exclusive_group()
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     scope.add_argument(
-        "-n", "--namespace", help="the namespace about to be enabled (its ResourceQuotas)"
+        "-n",
+        "--namespace",
+        help=f"the namespace about to be enabled: its ResourceQuotas and labels "
+        f"({CONTEXT_NAMESPACE}; -A: every namespace's quotas)",
     )
     impact.add_argument(
         "-o", "--output", choices=("text", "json"), default="text", help="output format"
@@ -378,21 +398,20 @@ def _add_deviceclasses(classes: argparse.ArgumentParser) -> None:
 def _add_quota(quota: argparse.ArgumentParser) -> None:
     where = quota.add_mutually_exclusive_group()
     where.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
-    where.add_argument("-n", "--namespace", help="one namespace (default: default)")
+    where.add_argument(
+        "-n",
+        "--namespace",
+        help=f"one namespace ({CONTEXT_NAMESPACE}; with -f, every namespace the file names)",
+    )
     quota.add_argument(
         "-f", "--filename", help="read ResourceQuotas from this YAML (- for stdin), not a cluster"
     )
 
 
 def _add_prune_templates(prune: argparse.ArgumentParser) -> None:
-    prune.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
     where = prune.add_mutually_exclusive_group()
     where.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
-    where.add_argument(
-        "-n",
-        "--namespace",
-        help="one namespace (default: the kubeconfig context's namespace, else default)",
-    )
+    where.add_argument("-n", "--namespace", help=f"one namespace ({CONTEXT_NAMESPACE})")
     prune.add_argument(
         "--apply", action="store_true", help="delete them; without it, only say what would go"
     )

@@ -7,14 +7,13 @@ read-only ClusterRole). Objects come back as plain dicts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 import orjson
 from kubernetes import client
 
 from app.core.kube import Obj
-from app.kubeconfig import NoCluster, api_client, first_line
+from app.kubeconfig import Kubeconfig, NoCluster, api_client, first_line
 
 T = TypeVar("T")
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -52,10 +51,10 @@ def attempt(read: Callable[[], T]) -> T | ReadError:
         return err
 
 
-def connect(kubeconfig: Path | None = None, timeout: float = 10.0) -> Reader:
-    """A reader for the kubeconfig's current context (or the pod's service account)."""
+def connect(kubeconfig: Kubeconfig, timeout: float = 10.0) -> Reader:
+    """A reader for the kubeconfig's context (or the pod's service account)."""
     try:
-        return Reader(api_client(kubeconfig), timeout)
+        return Reader(api_client(kubeconfig.path, context=kubeconfig.context), timeout)
     except NoCluster as err:
         raise ReadError(str(err)) from None
 

@@ -10,12 +10,13 @@ from typing import Literal
 from app.diagnose.doctor.checks import run_checks
 from app.diagnose.doctor.gather import gather
 from app.diagnose.doctor.render import exit_code, render_json, render_text
+from app.kubeconfig import Kubeconfig
 from app.readers.client import connect
 from app.readers.cluster_policy import cluster_policy
 
 
 def run(
-    *, kubeconfig: Path | None, policy_file: Path | None, output: Literal["text", "json"]
+    *, kubeconfig: Kubeconfig, policy_file: Path | None, output: Literal["text", "json"]
 ) -> int:
     """`policy_file` None: the policy in gpu2dra's ConfigMap, else the embedded one."""
     reader = connect(kubeconfig)

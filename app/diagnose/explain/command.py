@@ -8,13 +8,14 @@ from pathlib import Path
 from app.diagnose.explain.explain import explain
 from app.diagnose.explain.gather import gather
 from app.diagnose.explain.render import render
+from app.kubeconfig import Kubeconfig
 from app.readers.client import connect
 from app.readers.cluster_policy import cluster_policy
 
 STEP_FAILED = 3  # a step says FAIL: a script or CI job can tell it from a read error (1)
 
 
-def run(*, kubeconfig: Path | None, policy_file: Path | None, namespace: str, name: str) -> int:
+def run(*, kubeconfig: Kubeconfig, policy_file: Path | None, namespace: str, name: str) -> int:
     """`policy_file` None: the policy in gpu2dra's ConfigMap, else the embedded one."""
     reader = connect(kubeconfig)
     policy, _ = cluster_policy(reader, policy_file)

@@ -10,13 +10,14 @@ from typing import Literal
 from app.diagnose.report.gather import gather
 from app.diagnose.report.render import render_csv, render_json, render_table
 from app.diagnose.report.report import build
+from app.kubeconfig import Kubeconfig
 from app.readers.client import connect
 from app.readers.cluster_policy import cluster_policy
 
 
 def run(
     *,
-    kubeconfig: Path | None,
+    kubeconfig: Kubeconfig,
     policy_file: Path | None,
     namespace: str | None,
     output: Literal["table", "json", "csv"],

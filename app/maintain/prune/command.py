@@ -5,11 +5,11 @@ apply."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from kubernetes import client
 
 from app.core.kube import MANAGED_BY, Obj
+from app.kubeconfig import Kubeconfig
 from app.maintain.prune.delete import delete
 from app.maintain.prune.fates import WORKLOAD_KINDS, Workload, plan
 from app.readers.client import RESOURCE, connect, namespaced
@@ -29,7 +29,7 @@ WORKLOAD_PATHS = {
 assert tuple(WORKLOAD_PATHS) == WORKLOAD_KINDS
 
 
-def run(*, kubeconfig: Path | None, namespace: str | None, apply: bool, min_age: timedelta) -> int:
+def run(*, kubeconfig: Kubeconfig, namespace: str | None, apply: bool, min_age: timedelta) -> int:
     """`namespace` None: every namespace. Without `apply`, a dry run."""
     reader = connect(kubeconfig)
     templates = reader.items(

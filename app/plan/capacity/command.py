@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
+from app.kubeconfig import Kubeconfig
 from app.plan.capacity.analyse import analyse
 from app.plan.capacity.gather import gather
 from app.plan.capacity.render import render_json, render_text
@@ -14,7 +15,7 @@ from app.readers.cluster_policy import cluster_policy
 
 
 def run(
-    *, kubeconfig: Path | None, policy_file: Path | None, output: Literal["text", "json"]
+    *, kubeconfig: Kubeconfig, policy_file: Path | None, output: Literal["text", "json"]
 ) -> int:
     """`policy_file` None: the policy in gpu2dra's ConfigMap, else the embedded one."""
     reader = connect(kubeconfig)

@@ -4,15 +4,15 @@ publish, printed as DeviceClasses."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
+from app.kubeconfig import Kubeconfig
 from app.plan.deviceclasses.render import render
 from app.readers.cel.devices import devices_of
 from app.readers.client import RESOURCE, connect
 from app.readers.profiles import published_profiles
 
 
-def run(*, kubeconfig: Path | None, profiles: list[str] | None) -> int:
+def run(*, kubeconfig: Kubeconfig, profiles: list[str] | None) -> int:
     """`profiles` as the command line checked them; None: read them from the cluster."""
     if profiles is None:
         reader = connect(kubeconfig)

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
+from app.kubeconfig import Kubeconfig
 from app.plan.impact.analyse import analyse
 from app.plan.impact.gather import gather
 from app.plan.impact.render import render_json, render_text
@@ -15,7 +16,7 @@ from app.readers.cluster_policy import cluster_policy
 
 def run(
     *,
-    kubeconfig: Path | None,
+    kubeconfig: Kubeconfig,
     policy_file: Path | None,
     namespace: str | None,
     output: Literal["text", "json"],

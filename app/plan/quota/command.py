@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from app.core.policy import load_policy
+from app.kubeconfig import Kubeconfig
 from app.plan.quota.read import read_cluster, read_file
 from app.plan.quota.render import render
 from app.readers.client import connect
@@ -14,7 +15,7 @@ from app.readers.cluster_policy import cluster_policy
 
 def run(
     *,
-    kubeconfig: Path | None,
+    kubeconfig: Kubeconfig,
     policy_file: Path | None,
     filename: str | None,
     namespace: str | None,

@@ -9,6 +9,7 @@ import pytest
 from app.diagnose.explain import command
 from app.diagnose.explain.explain import Explanation
 from app.diagnose.explain.step import Step
+from app.kubeconfig import Kubeconfig
 
 
 @pytest.mark.parametrize(("state", "status"), [("PASS", 0), ("WARN", 0), ("FAIL", 3)])
@@ -20,5 +21,7 @@ def test_a_failing_step_is_exit_status_3(
     monkeypatch.setattr(command, "cluster_policy", lambda reader, file: (None, None))
     monkeypatch.setattr(command, "gather", lambda reader, namespace, name: None)
     monkeypatch.setattr(command, "explain", lambda facts, policy: Explanation("pod", steps, ()))
-    assert command.run(kubeconfig=None, policy_file=None, namespace="ns", name="p") == status
+    assert (
+        command.run(kubeconfig=Kubeconfig(), policy_file=None, namespace="ns", name="p") == status
+    )
     assert f"  {state:<4}  the last step\n" in capsys.readouterr().out
