@@ -12,7 +12,7 @@ from app.cli.arguments import parser
 from app.core.catalog import Catalog
 from app.core.mapping import PolicyError
 from app.core.policy import Policy, load_policy
-from app.kubeconfig import NoCluster, context_namespace
+from app.kubeconfig import Kubeconfig, NoCluster, context_namespace
 from app.manifests import krm
 from app.manifests.documents import ManifestError
 from app.manifests.files import read_manifests
@@ -167,24 +167,29 @@ def _exporter(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kubeconfig(args: argparse.Namespace) -> Kubeconfig:
+    """--kubeconfig and --context."""
+    return Kubeconfig(args.kubeconfig, args.context)
+
+
 def _namespace(args: argparse.Namespace) -> str:
     """-n, else the kubeconfig context's namespace, as kubectl picks it."""
-    return str(args.namespace or context_namespace(args.kubeconfig))
+    return str(args.namespace or context_namespace(_kubeconfig(args)))
 
 
 def _doctor(args: argparse.Namespace) -> int:
     from app.diagnose.doctor.command import run
 
-    return run(kubeconfig=args.kubeconfig, policy_file=args.policy, output=args.output)
+    return run(kubeconfig=_kubeconfig(args), policy_file=args.policy, output=args.output)
 
 
 def _explain(args: argparse.Namespace) -> int:
     from app.diagnose.explain.command import run
 
     return run(
-        kubeconfig=args.kubeconfig,
+        kubeconfig=_kubeconfig(args),
         policy_file=args.policy,
-        namespace=args.namespace,
+        namespace=_namespace(args),
         name=args.name,
     )
 
@@ -193,7 +198,7 @@ def _report(args: argparse.Namespace) -> int:
     from app.diagnose.report.command import run
 
     return run(
-        kubeconfig=args.kubeconfig,
+        kubeconfig=_kubeconfig(args),
         policy_file=args.policy,
         namespace=None if args.all_namespaces else _namespace(args),
         output=args.output,
@@ -204,9 +209,9 @@ def _impact(args: argparse.Namespace) -> int:
     from app.plan.impact.command import run
 
     return run(
-        kubeconfig=args.kubeconfig,
+        kubeconfig=_kubeconfig(args),
         policy_file=args.policy,
-        namespace=None if args.all_namespaces else args.namespace,
+        namespace=None if args.all_namespaces else _namespace(args),
         output=args.output,
     )
 
@@ -214,20 +219,20 @@ def _impact(args: argparse.Namespace) -> int:
 def _capacity(args: argparse.Namespace) -> int:
     from app.plan.capacity.command import run
 
-    return run(kubeconfig=args.kubeconfig, policy_file=args.policy, output=args.output)
+    return run(kubeconfig=_kubeconfig(args), policy_file=args.policy, output=args.output)
 
 
 def _deviceclasses(args: argparse.Namespace) -> int:
     from app.plan.deviceclasses.command import run
 
-    return run(kubeconfig=args.kubeconfig, profiles=args.profiles)
+    return run(kubeconfig=_kubeconfig(args), profiles=args.profiles)
 
 
 def _prune_templates(args: argparse.Namespace) -> int:
     from app.maintain.prune.command import run
 
     return run(
-        kubeconfig=args.kubeconfig,
+        kubeconfig=_kubeconfig(args),
         namespace=None if args.all_namespaces else _namespace(args),
         apply=args.apply,
         min_age=args.min_age,
@@ -238,10 +243,11 @@ def _quota(args: argparse.Namespace) -> int:
     from app.plan.quota.command import run
 
     return run(
-        kubeconfig=args.kubeconfig,
+        kubeconfig=_kubeconfig(args),
         policy_file=args.policy,
         filename=args.filename,
-        namespace=args.namespace,
+        # a file's quotas: those of every namespace it names, unless -n says one
+        namespace=args.namespace if args.filename else _namespace(args),
         all_namespaces=args.all_namespaces,
     )
 
