@@ -237,6 +237,18 @@ def _add_exporter(exporter: argparse.ArgumentParser) -> None:
         default=10.0,
         help="seconds allowed for each list of the watch caches",
     )
+    exporter.add_argument(
+        "--secure-metrics",
+        action="store_true",
+        help="serve HTTPS, and /metrics only to bearer tokens allowed to get the non-resource "
+        "URL /metrics (a TokenReview and a SubjectAccessReview, remembered for two minutes)",
+    )
+    exporter.add_argument(
+        "--tls-cert-file",
+        type=Path,
+        help="the serving certificate under --secure-metrics (default: a self-signed one)",
+    )
+    exporter.add_argument("--tls-key-file", type=Path, help="its private key")
     _log_options(exporter, level="info")
 
 
@@ -337,10 +349,28 @@ def _cluster_options() -> Parser:
     return cluster
 
 
+def _output(
+    command: argparse.ArgumentParser, choices: tuple[str, ...], *, wide: str | None = None
+) -> None:
+    """-o, its first choice the default; with a table (`wide` says what -o wide adds), also
+    --no-headers, as kubectl takes them."""
+    said = "output format"
+    if wide is not None:
+        said += f": {wide}"
+    command.add_argument("-o", "--output", choices=choices, default=choices[0], help=said)
+    if wide is not None:
+        command.add_argument(
+            "--no-headers",
+            dest="headers",
+            action="store_false",
+            help="print tables (and CSV) without their header lines"
+            if "csv" in choices
+            else "print tables without their header lines",
+        )
+
+
 def _add_doctor(doctor: argparse.ArgumentParser) -> None:
-    doctor.add_argument(
-        "-o", "--output", choices=("text", "json"), default="text", help="output format"
-    )
+    _output(doctor, ("text", "json", "yaml"))
 
 
 def _add_explain(explain: argparse.ArgumentParser) -> None:
@@ -350,6 +380,7 @@ def _add_explain(explain: argparse.ArgumentParser) -> None:
     )
     explain.add_argument("kind", choices=("pod",), help="what to explain")
     explain.add_argument("name", help="the pod's name")
+    _output(explain, ("text", "json", "yaml"))
     explain.add_argument("-n", "--namespace", help=f"the pod's namespace ({CONTEXT_NAMESPACE})")
 
 
@@ -361,8 +392,11 @@ def _add_report(report: argparse.ArgumentParser) -> None:
         "--namespace",
         help=f"one namespace ({CONTEXT_NAMESPACE})",
     )
-    report.add_argument(
-        "-o", "--output", choices=("table", "json", "csv"), default="table", help="output format"
+    _output(
+        report,
+        ("table", "wide", "json", "yaml", "csv"),
+        wide="wide adds TRANSLATES (whether gpu2dra translates its pods where enabled) and "
+        "CODES (the outcome codes of its warnings)",
     )
 
 
@@ -375,14 +409,15 @@ def _add_impact(impact: argparse.ArgumentParser) -> None:
         help=f"the namespace about to be enabled: its ResourceQuotas and labels "
         f"({CONTEXT_NAMESPACE}; -A: every namespace's quotas)",
     )
-    impact.add_argument(
-        "-o", "--output", choices=("text", "json"), default="text", help="output format"
-    )
+    _output(impact, ("text", "json", "yaml"))
 
 
 def _add_capacity(capacity: argparse.ArgumentParser) -> None:
-    capacity.add_argument(
-        "-o", "--output", choices=("text", "json"), default="text", help="output format"
+    _output(
+        capacity,
+        ("text", "wide", "json", "yaml"),
+        wide="wide adds SHORT (what each need lacks of what is free) and CLASS (the "
+        "DeviceClass its claims ask) to the namespaces' table",
     )
 
 
@@ -415,6 +450,7 @@ def _add_prune_templates(prune: argparse.ArgumentParser) -> None:
     prune.add_argument(
         "--apply", action="store_true", help="delete them; without it, only say what would go"
     )
+    _output(prune, ("text", "json", "yaml"))
     prune.add_argument(
         "--min-age",
         type=_duration,

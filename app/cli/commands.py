@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
+import ssl
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -155,6 +158,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _exporter(args: argparse.Namespace) -> int:
+    from app.exporter.access import Access
     from app.exporter.server import DRIVERS, Exporter, serve
 
     logs.configure(args.log_level, args.log_format)
@@ -163,7 +167,19 @@ def _exporter(args: argparse.Namespace) -> int:
     except NoCluster as err:
         print(f"gpu2dra: exporter: {err}", file=sys.stderr)
         return 1
-    serve(Exporter(api, args.driver or DRIVERS, args.api_timeout), args.host, args.port)
+    access = Access(api) if args.secure_metrics else None
+    exporter = Exporter(api, args.driver or DRIVERS, args.api_timeout, access=access)
+    if not args.secure_metrics:
+        serve(exporter, args.host, args.port)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="gpu2dra-exporter-") as out:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        if args.tls_cert_file:
+            tls.load_cert_chain(args.tls_cert_file, args.tls_key_file)
+        else:  # as controller-runtime's secure metrics: self-signed, scraped without verifying
+            paths = make_certs(["localhost", socket.gethostname()], ["127.0.0.1"]).write(Path(out))
+            tls.load_cert_chain(paths["tls.crt"], paths["tls.key"])
+        serve(exporter, args.host, args.port, tls)
     return 0
 
 
@@ -191,6 +207,7 @@ def _explain(args: argparse.Namespace) -> int:
         policy_file=args.policy,
         namespace=_namespace(args),
         name=args.name,
+        output=args.output,
     )
 
 
@@ -202,6 +219,7 @@ def _report(args: argparse.Namespace) -> int:
         policy_file=args.policy,
         namespace=None if args.all_namespaces else _namespace(args),
         output=args.output,
+        headers=args.headers,
     )
 
 
@@ -219,7 +237,12 @@ def _impact(args: argparse.Namespace) -> int:
 def _capacity(args: argparse.Namespace) -> int:
     from app.plan.capacity.command import run
 
-    return run(kubeconfig=_kubeconfig(args), policy_file=args.policy, output=args.output)
+    return run(
+        kubeconfig=_kubeconfig(args),
+        policy_file=args.policy,
+        output=args.output,
+        headers=args.headers,
+    )
 
 
 def _deviceclasses(args: argparse.Namespace) -> int:
@@ -236,6 +259,7 @@ def _prune_templates(args: argparse.Namespace) -> int:
         namespace=None if args.all_namespaces else _namespace(args),
         apply=args.apply,
         min_age=args.min_age,
+        output=args.output,
     )
 
 
@@ -276,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     args = command_line.parse_args(argv)
     if args.command == "serve" and (args.cert is None) != (args.key is None):
         command_line.error("serve: --cert and --key go together")
+    if args.command == "exporter" and (args.tls_cert_file is None) != (args.tls_key_file is None):
+        command_line.error("exporter: --tls-cert-file and --tls-key-file go together")
+    if args.command == "exporter" and args.tls_cert_file and not args.secure_metrics:
+        command_line.error("exporter: --tls-cert-file needs --secure-metrics")
     try:
         return COMMANDS[args.command](args)
     except (ManifestError, PolicyError, ReadError) as err:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import ssl
 import threading
 from collections.abc import Callable, Collection, Iterable
 from socketserver import ThreadingMixIn
@@ -21,6 +22,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from kubernetes import client
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from app.exporter.access import Access
 from app.exporter.collector import PodGpuInfo
 from app.exporter.gpuinfo import (
     ClaimDevices,
@@ -50,8 +52,10 @@ class Exporter:
         drivers: Collection[str] = DRIVERS,
         timeout: float = 10.0,
         metrics: CacheMetrics | None = None,
+        access: Access | None = None,
     ) -> None:
         self.metrics = metrics or CacheMetrics()
+        self.access = access  # None: /metrics is open to whoever reaches the port
         core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
 
         def pods(**kwargs: Any) -> Any:
@@ -102,8 +106,17 @@ class Exporter:
         self._stop.set()
 
     def app(self, environ: dict[str, Any], respond: Callable[..., Any]) -> Iterable[bytes]:
-        """WSGI: /metrics; /readyz (503 until every cache has synced); /healthz."""
+        """WSGI: /metrics (under `access`, its answer when it refuses); /readyz (503 until
+        every cache has synced); /healthz."""
         path = environ.get("PATH_INFO", "")
+        if path == "/metrics" and self.access is not None:
+            answer = self.access.check(environ.get("HTTP_AUTHORIZATION"))
+            if answer.status != 200:
+                headers = [("Content-Type", "text/plain")]
+                if answer.status == 401:
+                    headers.append(("WWW-Authenticate", 'Bearer realm="gpu2dra exporter"'))
+                respond(f"{answer.status} {_REASONS[answer.status]}", headers)
+                return [answer.reason.encode() + b"\n"]
         if path == "/metrics":
             body = generate_latest(self.metrics.registry) + self.info.render()
             respond("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
@@ -118,19 +131,35 @@ class Exporter:
         return [b"not found\n"]
 
 
+_REASONS = {
+    401: "Unauthorized",
+    403: "Forbidden",
+    429: "Too Many Requests",
+    503: "Service Unavailable",
+}
+
+
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
 
 class _Quiet(WSGIRequestHandler):
+    timeout = 10  # seconds a client may take to send its request (and, over TLS, to shake hands)
+
     def log_message(self, format: str, *args: Any) -> None:
         pass  # a line per scrape would drown the log
 
 
-def serve(exporter: Exporter, host: str, port: int) -> None:
-    """Serve plain HTTP until SIGTERM or SIGINT (metrics hold no secret; the chart's
-    NetworkPolicy can restrict who scrapes)."""
+def serve(exporter: Exporter, host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
+    """Serve until SIGTERM or SIGINT: plain HTTP, or HTTPS with `tls`. The chart's
+    NetworkPolicy can restrict who scrapes, and the exporter's `Access` who reads /metrics."""
     server = make_server(host, port, exporter.app, _Server, _Quiet)
+    if tls is not None:
+        # The handshake happens on the request's first read, in its own thread and under the
+        # handler's timeout, never in the thread that accepts connections.
+        server.socket = tls.wrap_socket(
+            server.socket, server_side=True, do_handshake_on_connect=False
+        )
 
     def stop(*_: object) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -138,7 +167,13 @@ def serve(exporter: Exporter, host: str, port: int) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     exporter.start()
-    log.info("exporter listening on %s:%d", host, port)
+    log.info(
+        "exporter listening on %s:%d (%s, /metrics %s)",
+        host,
+        port,
+        "HTTPS" if tls else "HTTP",
+        "for callers allowed to get /metrics" if exporter.access else "open",
+    )
     try:
         server.serve_forever()
     finally:

@@ -35,7 +35,13 @@ Obj = dict[str, Any]
 Crds = dict[tuple[str, str], Obj]
 # How many cert-manager and Prometheus operator objects each setup of ci/ renders (none when
 # not listed).
-CUSTOM_OBJECTS = {"cert-manager": 4, "own-issuer": 1, "everything": 6, "monitoring": 2}
+CUSTOM_OBJECTS = {
+    "cert-manager": 4,
+    "own-issuer": 1,
+    "everything": 6,
+    "monitoring": 2,
+    "secure-metrics": 2,
+}
 SETUPS = list(CI_VALUES)
 
 

@@ -88,3 +88,56 @@ def test_its_service_monitor_keeps_the_workloads_labels(helm: Path) -> None:
     (container,) = exporter_objects(docs)["Deployment"]["spec"]["template"]["spec"]["containers"]
     drivers = [a for a in container["args"] if a.startswith("--driver=")]
     assert drivers == ["--driver=gpu.nvidia.com", "--driver=gpu.example.com"]
+
+
+def test_secure_metrics_serve_https_to_the_readers_only(helm: Path) -> None:
+    """exporter.secureMetrics: the exporter reviews tokens (and may), the readers are bound to
+    the non-resource URL it checks, Prometheus scrapes over HTTPS with its own token, and the
+    probes use HTTPS without one."""
+    docs = render_setup(helm, "secure-metrics")
+    name = "gpu2dra-exporter"
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    granted = {
+        (g, r, v)
+        for rule in roles[name]["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    assert ("authentication.k8s.io", "tokenreviews", "create") in granted
+    assert ("authorization.k8s.io", "subjectaccessreviews", "create") in granted
+    assert roles[f"{name}-metrics-reader"]["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+    ]
+    (binding,) = [
+        d
+        for d in docs
+        if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == f"{name}-metrics-reader"
+    ]
+    assert binding["roleRef"]["name"] == f"{name}-metrics-reader"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}
+    ]
+    objects = exporter_objects([d for d in docs if "metrics-reader" not in d["metadata"]["name"]])
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "--secure-metrics" in container["args"]
+    assert container["ports"][0]["name"] == "https-metrics"
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS"
+    assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert pod["volumes"][0]["emptyDir"]["medium"] == "Memory"
+    assert objects["Service"]["spec"]["ports"][0]["targetPort"] == "https-metrics"
+    (endpoint,) = objects["ServiceMonitor"]["spec"]["endpoints"]
+    assert endpoint["port"] == "https-metrics"
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+
+
+def test_without_secure_metrics_nothing_reviews(helm: Path) -> None:
+    docs = render_chart(helm, "exporter.enabled=true")
+    assert not [d for d in docs if "metrics-reader" in d["metadata"]["name"]]
+    (container,) = exporter_objects(docs)["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert "--secure-metrics" not in container["args"]
+    assert "volumeMounts" not in container
