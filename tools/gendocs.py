@@ -92,6 +92,11 @@ HABITS = [
     "means every namespace where a command takes it. `translate` reads no kubeconfig: a "
     "document without a namespace, and the templates it needs, stay without one, so that "
     "`kubectl apply` puts them where it puts the rest.",
+    "",
+    "`-o json` and `-o yaml` print the same fields; where a command prints tables (`report`, "
+    "`capacity`), `-o wide` adds the columns left out by default (each command's `-o` says "
+    "which) and `--no-headers` drops the header lines. `prune-templates` says what it does a "
+    "line a template, as `kubectl delete` does: no table.",
 ]
 
 

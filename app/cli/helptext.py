@@ -8,7 +8,7 @@ from typing import Any
 
 class ShowDefaults(argparse.HelpFormatter):
     """Each option's help ends with `(default: X)` where it has a default and its text does not
-    already say one; a flag (off unless given), an option without a value and an empty list
+    already say one; a flag (it takes no value), an option without a default and an empty list
     say nothing."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
@@ -18,6 +18,7 @@ class ShowDefaults(argparse.HelpFormatter):
             not text
             or text is argparse.SUPPRESS
             or not action.option_strings
+            or action.nargs == 0
             or default is None
             or default is False
             or default is argparse.SUPPRESS

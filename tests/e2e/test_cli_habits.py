@@ -44,3 +44,35 @@ def test_the_context_chooses_the_cluster_and_the_namespace(
     assert f"cannot reach the API server at {DEAD}" in gone.stderr
     missing = gpu2dra(kubeconfig, "doctor", "--context", "staging", check=1)
     assert missing.stderr.strip().endswith("has no context named 'staging'")
+
+
+def test_tables_wide_without_headers_and_as_yaml(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    control_plane.create(namespace, gpu_pod("train", {"nvidia.com/gpu": 2}))
+    kubeconfig = control_plane.kubeconfig
+
+    def report(*args: str) -> str:
+        return gpu2dra(kubeconfig, "report", "-n", namespace, *args, check=0).stdout
+
+    wide = report("-o", "wide").splitlines()
+    assert wide[0].split()[-3:] == ["WARNINGS", "TRANSLATES", "CODES"]
+    assert wide[1].split()[:3] == [namespace, "disabled", "Pod/train"]
+    assert wide[1].split()[-2:] == ["no", "no-device-class"]  # no DeviceClass here
+    bare = report("--no-headers").splitlines()
+    assert bare[0].split()[:3] == [namespace, "disabled", "Pod/train"]
+    assert bare == report().splitlines()[1:]
+    assert yaml.safe_load(report("-o", "yaml")) == json.loads(report("-o", "json"))
+
+    capacity = gpu2dra(kubeconfig, "capacity", check=0).stdout
+    assert "\nCLASS " in capacity or "\n  none" in capacity
+    headless = gpu2dra(kubeconfig, "capacity", "--no-headers", check=0).stdout
+    assert "NAMESPACE  MODE" not in headless and "\nCLASS " not in headless
+    assert "\nRESOURCE " not in headless
+
+    pruned = gpu2dra(kubeconfig, "prune-templates", "-n", namespace, "-o", "yaml", check=0)
+    assert yaml.safe_load(pruned.stdout) == {
+        "namespace": namespace,
+        "applied": False,
+        "templates": [],
+    }

@@ -27,7 +27,7 @@ ALLOWED = {
     "webhook": {"core", "manifests", "watch", "kubeconfig"},
     "exporter": {"core", "watch"},  # gpu2dra exporter, its own Deployment
     "watch": {"core", "kubeconfig"},  # what a serving process watches the cluster with
-    "readers": {"core", "kubeconfig"},  # what the commands share to read a cluster
+    "readers": {"core", "kubeconfig"},  # what the commands share: reading a cluster, printing
     "diagnose": {"core", "manifests", "readers", "kubeconfig"},  # doctor, explain, report
     "plan": {"core", "manifests", "readers", "kubeconfig"},  # impact, quota, deviceclasses
     "maintain": {"core", "readers", "kubeconfig"},  # prune-templates: the one that writes

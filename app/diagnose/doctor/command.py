@@ -13,17 +13,18 @@ from app.diagnose.doctor.render import exit_code, render_json, render_text
 from app.kubeconfig import Kubeconfig
 from app.readers.client import connect
 from app.readers.cluster_policy import cluster_policy
+from app.readers.output import structured
 
 
 def run(
-    *, kubeconfig: Kubeconfig, policy_file: Path | None, output: Literal["text", "json"]
+    *, kubeconfig: Kubeconfig, policy_file: Path | None, output: Literal["text", "json", "yaml"]
 ) -> int:
     """`policy_file` None: the policy in gpu2dra's ConfigMap, else the embedded one."""
     reader = connect(kubeconfig)
     policy, source = cluster_policy(reader, policy_file)
     checks = run_checks(gather(reader), policy)
-    if output == "json":
-        sys.stdout.buffer.write(render_json(checks, source) + b"\n")
+    if output == "json" or output == "yaml":
+        sys.stdout.buffer.write(structured(render_json(checks, source), output))
     else:
         sys.stdout.write(render_text(checks, source))
     return exit_code(checks)

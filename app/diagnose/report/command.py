@@ -1,5 +1,5 @@
 """`gpu2dra report` run: read the workloads and the policy in force, build the report, print
-it as a table, JSON or CSV."""
+it as a table (wide or not), JSON, YAML or CSV."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from app.diagnose.report.report import build
 from app.kubeconfig import Kubeconfig
 from app.readers.client import connect
 from app.readers.cluster_policy import cluster_policy
+from app.readers.output import structured
 
 
 def run(
@@ -20,18 +21,19 @@ def run(
     kubeconfig: Kubeconfig,
     policy_file: Path | None,
     namespace: str | None,
-    output: Literal["table", "json", "csv"],
+    output: Literal["table", "wide", "json", "yaml", "csv"],
+    headers: bool = True,
 ) -> int:
     """`namespace` None: every namespace. `policy_file` None: the policy in gpu2dra's
-    ConfigMap, else the embedded one."""
+    ConfigMap, else the embedded one. `headers` false: the table or CSV without its header."""
     reader = connect(kubeconfig)
     policy, _ = cluster_policy(reader, policy_file)
     namespaces, objects, catalog, unreadable = gather(reader, namespace, policy)
     report = build(namespaces, objects, policy, catalog, unreadable=unreadable)
-    if output == "json":
-        sys.stdout.buffer.write(render_json(report) + b"\n")
+    if output == "json" or output == "yaml":
+        sys.stdout.buffer.write(structured(render_json(report), output))
     elif output == "csv":
-        sys.stdout.write(render_csv(report))
+        sys.stdout.write(render_csv(report, headers=headers))
     else:
-        sys.stdout.write(render_table(report))
+        sys.stdout.write(render_table(report, wide=output == "wide", headers=headers))
     return 0

@@ -1,5 +1,6 @@
-"""`report`'s output: a table with what each workload would get, JSON, or CSV; and the
-suggested rollout order."""
+"""`report`'s output: a table with what each workload would get (-o wide: what translation
+does to its pods and the warnings' outcome codes too), JSON, or CSV; and the suggested rollout
+order."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import orjson
 
 from app.core.policy import MODE_LABEL
 from app.diagnose.report.report import Report, Workload
+from app.readers.output import table
 
 
 def _gpus(w: Workload) -> str:
@@ -18,10 +20,15 @@ def _gpus(w: Workload) -> str:
     return text + (f" x{w.replicas}" if w.replicas is not None else "")
 
 
-def render_table(report: Report) -> str:
+# -o wide adds these: what translation does to its pods, and the warnings' outcome codes.
+WIDE = ("TRANSLATES", "CODES")
+
+
+def render_table(report: Report, *, wide: bool = False, headers: bool = True) -> str:
     header = (
         *("NAMESPACE", "MODE", "WORKLOAD", "GPUS PER POD", "SERVED BY", "PREEMPTS", "NODE"),
         "WARNINGS",
+        *(WIDE if wide else ()),
     )
     rows = [
         (
@@ -34,16 +41,17 @@ def render_table(report: Report) -> str:
                 w.preempts or "-",
                 w.node or "-",
                 str(len(w.warnings)),
+                *((("yes" if w.translates else "no"), ",".join(w.codes) or "-") if wide else ()),
             ),
             w,
         )
         for n in report.namespaces
         for w in n.workloads
     ]
-    widths = [max([len(h), *(len(r[0][i]) for r in rows)]) for i, h in enumerate(header)]
-    lines = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(header)).rstrip()]
-    for cells, w in rows:
-        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip())
+    shown = table(header, [cells for cells, _ in rows], headers=headers)
+    lines = shown[:1] if headers else []
+    for line, (_, w) in zip(shown[1:] if headers else shown, rows, strict=True):
+        lines.append(line)
         pad = " " * 4
         if w.seen_through:
             lines.append(f"{pad}(seen through {w.seen_through})")
@@ -86,25 +94,26 @@ def render_json(report: Report) -> bytes:
     return orjson.dumps(asdict(report), option=orjson.OPT_INDENT_2)
 
 
-def render_csv(report: Report) -> str:
+def render_csv(report: Report, *, headers: bool = True) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(
-        [
-            "namespace",
-            "mode",
-            "kind",
-            "name",
-            "replicas",
-            "gpus",
-            "path",
-            "preempts",
-            "node",
-            "templates",
-            "warnings",
-            "codes",
-        ]
-    )
+    if headers:
+        writer.writerow(
+            [
+                "namespace",
+                "mode",
+                "kind",
+                "name",
+                "replicas",
+                "gpus",
+                "path",
+                "preempts",
+                "node",
+                "templates",
+                "warnings",
+                "codes",
+            ]
+        )
     for n in report.namespaces:
         for w in n.workloads:
             writer.writerow(

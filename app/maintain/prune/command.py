@@ -4,7 +4,9 @@ apply."""
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from kubernetes import client
 
@@ -12,7 +14,9 @@ from app.core.kube import MANAGED_BY, Obj
 from app.kubeconfig import Kubeconfig
 from app.maintain.prune.delete import delete
 from app.maintain.prune.fates import WORKLOAD_KINDS, Workload, plan
+from app.maintain.prune.render import render_json, render_text
 from app.readers.client import RESOURCE, connect, namespaced
+from app.readers.output import structured
 
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 # Pods that still run, or will: their claims are (or will be) made from their templates.
@@ -29,7 +33,14 @@ WORKLOAD_PATHS = {
 assert tuple(WORKLOAD_PATHS) == WORKLOAD_KINDS
 
 
-def run(*, kubeconfig: Kubeconfig, namespace: str | None, apply: bool, min_age: timedelta) -> int:
+def run(
+    *,
+    kubeconfig: Kubeconfig,
+    namespace: str | None,
+    apply: bool,
+    min_age: timedelta,
+    output: Literal["text", "json", "yaml"] = "text",
+) -> int:
     """`namespace` None: every namespace. Without `apply`, a dry run."""
     reader = connect(kubeconfig)
     templates = reader.items(
@@ -57,16 +68,10 @@ def run(*, kubeconfig: Kubeconfig, namespace: str | None, apply: bool, min_age: 
 
         done = {f.key: delete(f, live_pods, remove, workloads=workloads) for f in unused}
         fates = [done.get(f.key, f) for f in fates]
-    verbs = {"delete": "deleted", "keep": "kept"} if apply else {"delete": "would delete"}
-    for fate in fates:
-        print(f"{verbs.get(fate.action, fate.action)} {fate.key}: {fate.why}")
-    deleted = sum(f.action == "delete" for f in fates) if apply else 0
-    where = "every namespace" if namespace is None else f"namespace {namespace}"
-    summary = f"{len(fates)} gpu2dra template(s) in {where}, {len(unused)} unused"
-    if apply:
-        print(f"{summary}; {deleted} deleted")
-    elif unused:
-        print(f"{summary}; a dry run: --apply deletes them")
+    if output == "json" or output == "yaml":
+        body = render_json(fates, namespace=namespace, applied=apply)
+        sys.stdout.buffer.write(structured(body, output))
     else:
-        print(summary)
+        shown = render_text(fates, unused=len(unused), namespace=namespace, applied=apply)
+        sys.stdout.write(shown)
     return 0

@@ -1,32 +1,30 @@
 """`capacity`'s output: each namespace's need by shape against what is free, the devices
 published, the device plugin's capacity left, the node autoscalers, then what it means in
-sentences; or JSON."""
+sentences (-o wide: what each need lacks, and its DeviceClass); or JSON."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 import orjson
 
 from app.plan.capacity.analyse import PLANNED, Report
-
-
-def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
-    return [
-        "  ".join(c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip()
-        for cells in (header, *rows)
-    ]
+from app.readers.output import table
 
 
 def _count(value: int | None) -> str:
     return "?" if value is None else str(value)
 
 
-def _namespaces(report: Report) -> list[str]:
-    header = ("NAMESPACE", "MODE", "RUNNING", "PENDING", "REPLICAS", "HELD", "NEEDS", "FREE")
+# -o wide adds these to the namespaces' table: what the need lacks of what is free, and the
+# DeviceClass its claims ask.
+WIDE = ("SHORT", "CLASS")
+
+
+def _namespaces(report: Report, *, wide: bool, headers: bool) -> list[str]:
+    header: tuple[str, ...] = ("NAMESPACE", "MODE", "RUNNING", "PENDING", "REPLICAS", "HELD")
+    header += ("NEEDS", "FREE", *(WIDE if wide else ()))
     lines = [f"GPU demand of the namespaces gpu2dra translates or audits ({', '.join(PLANNED)}):"]
     if not report.namespaces:
         return [*lines, "  no namespace is enabled or in audit"]
@@ -34,9 +32,11 @@ def _namespaces(report: Report) -> list[str]:
     for plan in report.namespaces:
         for n in plan.needs:
             counts = (n.running, n.pending, n.replicas, n.held, n.needs)
-            rows.append((plan.name, plan.mode, *map(str, counts), _count(n.free), n.shape))
+            more = (_count(None if n.free is None else n.short), n.device_class) if wide else ()
+            rows.append((plan.name, plan.mode, *map(str, counts), _count(n.free), *more, n.shape))
         if not plan.needs:
-            rows.append((plan.name, plan.mode, *"-----", "-", "no GPU demand"))
+            more = ("-", "-") if wide else ()
+            rows.append((plan.name, plan.mode, *"-----", "-", *more, "no GPU demand"))
         if plan.staying:
             said = ", ".join(f"{code} {n}" for code, n in plan.staying.items())
             notes.append(f"  {plan.name}: pods gpu2dra leaves on the device plugin: {said}")
@@ -45,10 +45,10 @@ def _namespaces(report: Report) -> list[str]:
             notes.append(
                 f"  {plan.name}: its bound pods free {said} on the device plugin as they move"
             )
-    return [*lines, *_table((*header, "SHAPE"), rows), *notes]
+    return [*lines, *table((*header, "SHAPE"), rows, headers=headers), *notes]
 
 
-def _pools(report: Report) -> list[str]:
+def _pools(report: Report, *, headers: bool) -> list[str]:
     lines = ["", "DRA devices published (ResourceSlices) of the classes gpu2dra maps:"]
     if not report.pools:
         return [*lines, "  none"]
@@ -65,10 +65,10 @@ def _pools(report: Report) -> list[str]:
         )
         for p in report.pools
     ]
-    return [*lines, *_table(header, rows)]
+    return [*lines, *table(header, rows, headers=headers)]
 
 
-def _plugin(report: Report) -> list[str]:
+def _plugin(report: Report, *, headers: bool) -> list[str]:
     lines = ["", "device plugin (nodes' allocatable, less what bound pods request):"]
     if not report.plugin:
         return [*lines, "  no node offers a mapped resource"]
@@ -77,7 +77,7 @@ def _plugin(report: Report) -> list[str]:
         (p.resource, str(p.nodes), str(p.allocatable), str(p.requested), str(p.left))
         for p in report.plugin
     ]
-    return [*lines, *_table(header, rows)]
+    return [*lines, *table(header, rows, headers=headers)]
 
 
 def _autoscalers(report: Report) -> list[str]:
@@ -90,8 +90,11 @@ def _autoscalers(report: Report) -> list[str]:
     return lines
 
 
-def render_text(report: Report) -> str:
-    lines = _namespaces(report) + _pools(report) + _plugin(report) + _autoscalers(report)
+def render_text(report: Report, *, wide: bool = False, headers: bool = True) -> str:
+    """The tables (their header lines only with `headers`), the autoscalers, the sentences."""
+    lines = _namespaces(report, wide=wide, headers=headers)
+    lines += _pools(report, headers=headers) + _plugin(report, headers=headers)
+    lines += _autoscalers(report)
     lines += ["", "what it means:", *(f"  {s}" for s in report.sentences)]
     lines += report.unreadable
     return "\n".join(lines) + "\n"

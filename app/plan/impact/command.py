@@ -12,6 +12,7 @@ from app.plan.impact.gather import gather
 from app.plan.impact.render import render_json, render_text
 from app.readers.client import connect
 from app.readers.cluster_policy import cluster_policy
+from app.readers.output import structured
 
 
 def run(
@@ -19,7 +20,7 @@ def run(
     kubeconfig: Kubeconfig,
     policy_file: Path | None,
     namespace: str | None,
-    output: Literal["text", "json"],
+    output: Literal["text", "json", "yaml"],
 ) -> int:
     """`namespace`: the one about to be enabled (its quotas and labels); None: every one.
     `policy_file` None: the policy in gpu2dra's ConfigMap, else the embedded one."""
@@ -27,8 +28,8 @@ def run(
     policy, _ = cluster_policy(reader, policy_file)
     scope = f"quotas of namespace {namespace}" if namespace else "every namespace"
     findings, unreadable = analyse(gather(reader, namespace), policy)
-    if output == "json":
-        sys.stdout.buffer.write(render_json(findings, unreadable, scope) + b"\n")
+    if output == "json" or output == "yaml":
+        sys.stdout.buffer.write(structured(render_json(findings, unreadable, scope), output))
     else:
         sys.stdout.write(render_text(findings, unreadable, scope))
     return 0

@@ -92,3 +92,29 @@ def test_quota_from_a_file_reads_every_namespace_it_names(
 ) -> None:
     called = _run(monkeypatch, ["quota", "-f", "q.yaml", "--kubeconfig", str(kubeconfig)])
     assert called["namespace"] is None
+
+
+@pytest.mark.parametrize(
+    ("command", "formats"),
+    [
+        (("doctor",), ["text", "json", "yaml"]),
+        (("explain", "pod", "p"), ["text", "json", "yaml"]),
+        (("report",), ["table", "wide", "json", "yaml", "csv"]),
+        (("impact",), ["text", "json", "yaml"]),
+        (("capacity",), ["text", "wide", "json", "yaml"]),
+        (("prune-templates",), ["text", "json", "yaml"]),
+    ],
+    ids=lambda c: c[0] if isinstance(c, tuple) else "",
+)
+def test_output_formats_and_no_headers(
+    monkeypatch: pytest.MonkeyPatch, kubeconfig: Path, command: tuple[str, ...], formats: list[str]
+) -> None:
+    for output in formats:
+        called = _run(monkeypatch, [*command, "--kubeconfig", str(kubeconfig), "-o", output])
+        assert called["output"] == output
+    default = _run(monkeypatch, [*command, "--kubeconfig", str(kubeconfig)])
+    assert default["output"] == formats[0]
+    if "wide" in formats:  # a table: its header can go
+        assert default["headers"] is True
+        bare = _run(monkeypatch, [*command, "--kubeconfig", str(kubeconfig), "--no-headers"])
+        assert bare["headers"] is False

@@ -401,3 +401,19 @@ def test_pods_and_namespaces_being_deleted_ask_nothing() -> None:
     gone = {"metadata": {"name": "old", "labels": label}, "status": {"phase": "Terminating"}}
     here = {"metadata": {"name": "ml", "labels": label}, "status": {"phase": "Active"}}
     assert planned([gone, here], load_policy(None)) == {"ml": "enabled"}
+
+
+def test_wide_adds_what_each_need_lacks_and_its_class_and_no_headers_drops_the_headers() -> None:
+    report = analyse(team_a_cluster(), POLICY)
+    wide = render_text(report, wide=True).splitlines()
+    assert wide[1].split() == [
+        *("NAMESPACE", "MODE", "RUNNING", "PENDING", "REPLICAS", "HELD", "NEEDS", "FREE"),
+        *("SHORT", "CLASS", "SHAPE"),
+    ]
+    assert wide[2].split()[:10] == [
+        *("team-a", "audit", "2", "2", "8", "0", "8", "2", "6", "gpu.nvidia.com")
+    ]
+    bare = render_text(report, headers=False).splitlines()
+    plain = render_text(report).splitlines()
+    headers = {line for line in plain if line.startswith(("NAMESPACE ", "CLASS ", "RESOURCE "))}
+    assert len(headers) == 3 and bare == [line for line in plain if line not in headers]

@@ -330,3 +330,18 @@ def test_a_kind_no_rule_knows_shows_what_its_pods_get() -> None:
     (row,) = report.namespaces[0].workloads
     assert (row.kind, row.translates, row.warnings) == ("CloneSet", True, [])
     assert row.templates[0].endswith(": 4 x gpu.nvidia.com")
+
+
+def test_wide_adds_what_translation_does_and_the_codes_and_no_headers_drops_the_header() -> None:
+    envs = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    pod = pod_spec(container("c", {"nvidia.com/gpu": 1}, env=envs))
+    report = build([namespace("ml")], [obj("Pod", "p", "ml", pod)], POLICY, CATALOG)
+    wide = render_table(report, wide=True).splitlines()
+    assert wide[0].split()[-3:] == ["WARNINGS", "TRANSLATES", "CODES"]
+    assert wide[1].split()[-3:] == ["1", "yes", Code.VISIBLE_DEVICES]
+    plain = render_table(report).splitlines()
+    assert plain[0].split()[-1] == "WARNINGS" and wide[1].startswith(plain[1])
+    assert wide[2:] == plain[2:]  # the lines under each row are the same
+    bare = render_table(report, headers=False).splitlines()
+    assert bare == plain[1:]  # the same columns, lined up as with the header
+    assert render_csv(report, headers=False).splitlines() == render_csv(report).splitlines()[1:]

@@ -3,16 +3,20 @@ delete."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from app.cli import main
 from app.maintain.prune.delete import delete
 from app.maintain.prune.fates import Fate, plan
+from app.maintain.prune.render import render_json, render_text
+from app.readers.output import structured
 
 Obj = dict[str, Any]
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -190,3 +194,34 @@ def test_a_template_made_for_a_pod_never_stored_is_deleted() -> None:
     names it, and once past --min-age it goes."""
     got = fates([template("gpu2dra-refused", age=timedelta(hours=2))], [])
     assert got["ml/gpu2dra-refused"] == ("delete", "no live pod uses it")
+
+
+def test_what_becomes_of_each_template_as_text_and_as_yaml() -> None:
+    fates = [
+        Fate("ml", "gpu2dra-a", "delete", "no live pod uses it"),
+        Fate("ml", "gpu2dra-b", "keep", "used by pod p"),
+    ]
+    assert render_text(fates, unused=1, namespace="ml", applied=False).splitlines() == [
+        "would delete ml/gpu2dra-a: no live pod uses it",
+        "keep ml/gpu2dra-b: used by pod p",
+        "2 gpu2dra template(s) in namespace ml, 1 unused; a dry run: --apply deletes them",
+    ]
+    # Applied, a template a pod took meanwhile is kept: 1 unused, 0 deleted.
+    kept = [replace(fates[0], action="keep", why="a pod uses it now"), fates[1]]
+    assert render_text(kept, unused=1, namespace=None, applied=True).splitlines()[-1] == (
+        "2 gpu2dra template(s) in every namespace, 1 unused; 0 deleted"
+    )
+    body = yaml.safe_load(structured(render_json(fates, namespace="ml", applied=False), "yaml"))
+    assert body == {
+        "namespace": "ml",
+        "applied": False,
+        "templates": [
+            {
+                "namespace": "ml",
+                "name": "gpu2dra-a",
+                "action": "delete",
+                "why": "no live pod uses it",
+            },
+            {"namespace": "ml", "name": "gpu2dra-b", "action": "keep", "why": "used by pod p"},
+        ],
+    }
