@@ -26,6 +26,18 @@ SELECTING = (USE_TYPE, NOUSE_TYPE, USE_UUID, NOUSE_UUID)
 
 DEFAULT_SCHEDULER = "default-scheduler"  # what the API server sets an unset schedulerName to
 
+# YuniKorn's admission controller (apache/yunikorn-k8shim pkg/admission/admission_controller.go,
+# processPod) sets schedulerName: yunikorn on every pod created in a namespace it processes,
+# whatever the pod asked for, and its webhook (yunikorn-admission-controller-mutations) is
+# called after gpu2dra's, whose configuration name sorts first. So at admission a pod YuniKorn
+# will schedule may still name the default scheduler: it is told by what marks it for YuniKorn,
+# a label or annotation of YuniKorn's domain (its queue, its application ID, the user.info the
+# controller writes into workloads' pod templates) or the `queue` label the shim also reads
+# (pkg/common/constants/constants.go, QueueLabelKeys).
+YUNIKORN = "yunikorn"
+YUNIKORN_DOMAIN = "yunikorn.apache.org/"
+YUNIKORN_LABELS = ("queue",)
+
 _ATTR = "device.attributes['gpu.nvidia.com']"
 _NAME = f"{_ATTR}.productName"
 # HAMi's card type is NVML's device name, `NVIDIA-` put before one that does not start with
@@ -100,10 +112,34 @@ def device_filter(annotations: Annotations) -> DeviceFilter:
     return DeviceFilter(tuple(selectors), tuple(problems))
 
 
-def scheduler_problem(spec: Mapping[str, Any], policy: Policy) -> Finding | None:
-    """Why the pod's scheduler may not allocate DRA claims; None when it is one that does."""
+def yunikorn_mark(metadata: Any) -> str | None:
+    """What in a pod's (or pod template's) metadata marks it for YuniKorn, in words ("label
+    queue, annotation yunikorn.apache.org/user.info"); None when nothing does. Keys only: their
+    values (a user's name, an application ID) say nothing of the pod's GPUs."""
+    if not isinstance(metadata, Mapping):
+        return None
+    marks = []
+    for field, word in (("labels", "label"), ("annotations", "annotation")):
+        found = metadata.get(field)
+        if not isinstance(found, Mapping):
+            continue
+        for key in sorted(k for k in found if isinstance(k, str)):
+            if key.startswith(YUNIKORN_DOMAIN) or (field == "labels" and key in YUNIKORN_LABELS):
+                marks.append(f"{word} {key}")
+    return ", ".join(marks) or None
+
+
+def scheduler_problem(
+    spec: Mapping[str, Any], policy: Policy, yunikorn: str | None = None
+) -> Finding | None:
+    """Why the pod's scheduler may not allocate DRA claims; None when it is one that does.
+    `yunikorn`: what marks the pod for YuniKorn (yunikorn_mark), which then schedules it
+    whatever its spec says."""
     name = spec.get("schedulerName")
     name = DEFAULT_SCHEDULER if name is None or name == "" else name
-    if isinstance(name, str) and name in policy.dra_schedulers:
-        return None
-    return Finding(Code.SCHEDULER, name=name, known=", ".join(sorted(policy.dra_schedulers)))
+    known = ", ".join(sorted(policy.dra_schedulers))
+    if not (isinstance(name, str) and name in policy.dra_schedulers):
+        return Finding(Code.SCHEDULER, name=name, known=known)
+    if yunikorn is not None and YUNIKORN not in policy.dra_schedulers:
+        return Finding(Code.YUNIKORN_POD, how=yunikorn, known=known)
+    return None

@@ -111,6 +111,13 @@ class Code(StrEnum):
         "spec.schedulerName {name!r} is not a scheduler known to allocate DRA claims (the "
         "policy's draSchedulers: {known}); pod left as is",
     )
+    YUNIKORN_POD = (
+        "yunikorn-pod",
+        "left",
+        "{how} marks the pod for YuniKorn, whose admission controller sets its schedulerName "
+        "to yunikorn after gpu2dra's webhook, and yunikorn is not a scheduler known to "
+        "allocate DRA claims (the policy's draSchedulers: {known}); pod left as is",
+    )
     ANNOTATION = (
         "annotation",
         "left",
@@ -402,8 +409,9 @@ class Code(StrEnum):
         "yunikorn-queue",
         "note",
         "queued by YuniKorn ({how}): its queues count the resources of the pods' containers, "
-        "which DRA claims are not, so these GPUs would escape the queue's quota; pods with "
-        "schedulerName yunikorn are left on the device plugin at admission (draSchedulers)",
+        "which DRA claims are not, so these GPUs would escape the queue's quota; pods YuniKorn "
+        "schedules (schedulerName yunikorn, or a YuniKorn label or annotation) are left on the "
+        "device plugin (draSchedulers)",
     )
     WOULD = ("would", "note", "would {what}")
     TOLERATION = (

@@ -37,10 +37,11 @@ CONTAINER_WORDS = ("env", "command", "args")
 _VISIBLE_DEVICES = VISIBLE_DEVICES.encode()  # as JSON writes it: ASCII letters are never escaped
 
 
-def shape_of(spec: Obj, annotations: Annotations = ()) -> bytes:
-    """Everything translate() reads of a pod spec and of its `watched_annotations`, as bytes:
-    replicas of a workload share it, and so do the workers of a training job, which differ in
-    the rank in their env or args (and in annotations of no GPU vendor's domain)."""
+def shape_of(spec: Obj, annotations: Annotations = (), yunikorn: str | None = None) -> bytes:
+    """Everything translate() reads of a pod spec, of its `watched_annotations` and of what
+    marks it for YuniKorn, as bytes: replicas of a workload share it, and so do the workers of
+    a training job, which differ in the rank in their env or args (and in annotations of no
+    GPU vendor's domain)."""
     parts: list[Any] = [*map(spec.get, SPEC_READS), annotations]
     said: list[Any] = []  # the containers' env, command and args
     for name in CONTAINER_FIELDS:
@@ -63,6 +64,8 @@ def shape_of(spec: Obj, annotations: Annotations = ()) -> bytes:
     )
     if host:  # most pods mount no hostPath: their key stays as it was
         parts.append(host)
+    if yunikorn is not None:  # nor carry YuniKorn's marks (tagged: no hostPath list reads so)
+        parts.append({"yunikorn": yunikorn})
     # When no env, command or args names NVIDIA_VISIBLE_DEVICES, they are left out (one JSON
     # document, where the key is two otherwise).
     shape, words = orjson.dumps(parts), orjson.dumps(said)

@@ -65,9 +65,17 @@ def _unchanged(spec: Obj, warnings: list[Finding]) -> Translation:
     return Translation(spec, (), tuple(dict.fromkeys(warnings)), ())
 
 
-def translate(spec: Obj, policy: Policy, catalog: Catalog, annotations: Any = None) -> Translation:
+def translate(
+    spec: Obj,
+    policy: Policy,
+    catalog: Catalog,
+    annotations: Any = None,
+    *,
+    yunikorn: str | None = None,
+) -> Translation:
     """Rewrite the legacy GPU requests of one pod spec into DRA claims; `annotations` are
-    the pod's (its metadata's), of which only those in a watched domain are read.
+    the pod's (its metadata's), of which only those in a watched domain are read; `yunikorn`
+    says what in its metadata marks it for YuniKorn (failclosed.yunikorn_mark), if anything.
 
     In phases, each of which can leave the pod whole: what its containers ask for, what
     else can pick its GPUs, the devices each request becomes, then the claims."""
@@ -78,7 +86,7 @@ def translate(spec: Obj, policy: Policy, catalog: Catalog, annotations: Any = No
     if not asked.legacy and not asked.left:
         return _unchanged(spec, warnings)
     # Every reason that leaves the pod is named, not only the first.
-    hami = _fail_closed(spec, policy, annotations, warnings, left=asked.left)
+    hami = _fail_closed(spec, policy, annotations, warnings, left=asked.left, yunikorn=yunikorn)
     if hami is None:
         return _unchanged(spec, warnings)
     pod_claims = spec.get("resourceClaims")
@@ -126,13 +134,20 @@ def _asked(spec: Obj, policy: Policy, warnings: list[Finding]) -> _Asked:
 
 
 def _fail_closed(
-    spec: Obj, policy: Policy, annotations: Any, warnings: list[Finding], *, left: bool
+    spec: Obj,
+    policy: Policy,
+    annotations: Any,
+    warnings: list[Finding],
+    *,
+    left: bool,
+    yunikorn: str | None,
 ) -> DeviceFilter | None:
-    """What else can pick the pod's GPUs: its scheduler, the annotations a GPU scheduler
-    reads, its priority's preemption. The device selectors HAMi's annotations become, or
-    None when the pod is left (`left`: already, by a container)."""
+    """What else can pick the pod's GPUs: its scheduler (YuniKorn's, where it marks the
+    pod), the annotations a GPU scheduler reads, its priority's preemption. The device
+    selectors HAMi's annotations become, or None when the pod is left (`left`: already, by
+    a container)."""
     found = len(warnings)
-    if scheduler := scheduler_problem(spec, policy):
+    if scheduler := scheduler_problem(spec, policy, yunikorn):
         warnings.append(scheduler)
     hami = device_filter(watched_annotations(annotations, policy))
     warnings.extend(hami.problems)

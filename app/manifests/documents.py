@@ -11,6 +11,7 @@ import orjson
 import yaml
 
 from app.core.catalog import Catalog
+from app.core.failclosed import yunikorn_mark
 from app.core.kube import Obj
 from app.core.outcomes import Code, Finding
 from app.core.policy import Mode, Policy
@@ -217,11 +218,11 @@ def _translate_one(doc: Any, result: Result, run: _Run) -> Any:
 
     labels: dict[int, str] = {}  # pod spec -> its template, where a document has several
 
-    def one(spec: Obj, annotations: Any) -> Obj:
+    def one(spec: Obj, pod_metadata: Any) -> Obj:
         label = labels.get(id(spec))
         said_of = note if label is None else (lambda text: note(text.of(label)))
         return _translate_spec(
-            spec, annotations, note=said_of, ns=ns, run=run, result=result, classes=classes
+            spec, pod_metadata, note=said_of, ns=ns, run=run, result=result, classes=classes
         )
 
     def asks(container: Obj) -> list[str]:
@@ -326,7 +327,7 @@ def _asks_in_pod_specs(node: Any, asks: Callable[[Obj], list[str]]) -> bool:
 
 def _translate_spec(
     spec: Obj,
-    annotations: Any,
+    pod_metadata: Any,
     *,
     note: Callable[[Finding], None],
     ns: str | None,
@@ -335,7 +336,10 @@ def _translate_spec(
     classes: list[str],
 ) -> Obj:
     policy, catalog, mode = run.policy, run.catalog, run.mode
-    t = translate(spec, policy, catalog, annotations if isinstance(annotations, dict) else None)
+    meta = pod_metadata if isinstance(pod_metadata, dict) else {}
+    annotations = meta.get("annotations")
+    annotations = annotations if isinstance(annotations, dict) else None
+    t = translate(spec, policy, catalog, annotations, yunikorn=yunikorn_mark(meta))
     for warning in t.warnings:
         note(warning)
     if t.in_tree:

@@ -28,22 +28,20 @@ def is_pod_spec(node: Obj) -> bool:
     )
 
 
-# A pod spec, and the annotations of the pod or pod template that holds it (None: none).
+# A pod spec, and the metadata of the pod or pod template that holds it (None: none).
 Rewrite = Callable[[Obj, Any], Obj]
 
 
 def rewrite_pod_specs(node: Any, rewrite: Rewrite, opt_out: bool = True) -> Any:
-    """`node` with `rewrite` applied to each pod spec in it and its pod's annotations, copied
+    """`node` with `rewrite` applied to each pod spec in it and its pod's metadata, copied
     only along the paths that change. With `opt_out`, a pod template annotated gpu2dra.io/skip
     is passed over."""
-    return _walk(node, rewrite, every=not opt_out, skip=False, depth=0, annotations=None)
+    return _walk(node, rewrite, every=not opt_out, skip=False, depth=0, metadata=None)
 
 
 # Positional, unlike the rest: called once per node of every document, where keyword
 # arguments would cost half as much again per call.
-def _walk(
-    node: Any, rewrite: Rewrite, every: bool, skip: bool, depth: int, annotations: Any
-) -> Any:
+def _walk(node: Any, rewrite: Rewrite, every: bool, skip: bool, depth: int, metadata: Any) -> Any:
     if depth > MAX_DEPTH:
         raise TooDeep
     if isinstance(node, list):
@@ -52,12 +50,12 @@ def _walk(
     if not isinstance(node, dict):
         return node
     if is_pod_spec(node):
-        return node if skip else rewrite(node, annotations)
-    metadata = node.get("metadata")
-    template = isinstance(metadata, dict) and isinstance(node.get("spec"), dict)
+        return node if skip else rewrite(node, metadata)
+    meta = node.get("metadata")
+    template = isinstance(meta, dict) and isinstance(node.get("spec"), dict)
     # A pod template's own metadata can opt out (gpu2dra.io/skip) like a pod's.
-    skip = skip or (not every and template and opted_out(metadata))
-    own = metadata.get("annotations") if template else None  # type: ignore[union-attr]
+    skip = skip or (not every and template and opted_out(meta))
+    own = meta if template else None
     changed = {}
     for key, value in node.items():
         if key in _NOT_POD_SPECS:
@@ -144,7 +142,7 @@ def pod_specs(node: Any) -> list[Obj]:
     """Every pod spec in `node`, opted out or not, in document order."""
     found: list[Obj] = []
 
-    def collect(spec: Obj, annotations: Any) -> Obj:
+    def collect(spec: Obj, metadata: Any) -> Obj:
         found.append(spec)
         return spec
 

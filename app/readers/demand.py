@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.core.catalog import Catalog
+from app.core.failclosed import yunikorn_mark
 from app.core.kube import Obj, cel_expressions
 from app.core.policy import Policy
 from app.core.resources import asks_extended_resources, legacy_devices
@@ -112,14 +113,16 @@ class Translated:
     left: str = ""  # why gpu2dra would leave it on the device plugin: an outcome code
 
 
-def translated(spec: Obj, annotations: Any, policy: Policy, catalog: Catalog) -> Translated | None:
-    """The shapes a pod spec's translation asks for; None when it asks for no GPU."""
+def translated(spec: Obj, metadata: Any, policy: Policy, catalog: Catalog) -> Translated | None:
+    """The shapes a pod spec's translation asks for; None when it asks for no GPU.
+    `metadata`: the pod's or pod template's, for its annotations and YuniKorn's marks."""
     if not asks_extended_resources(spec):
         return None
     legacy = tuple(legacy_devices(spec, policy).items())
     if not legacy:
         return None
-    result = translate(spec, policy, catalog, annotations)
+    meta = metadata if isinstance(metadata, dict) else {}
+    result = translate(spec, policy, catalog, meta.get("annotations"), yunikorn=yunikorn_mark(meta))
     if result.in_tree is not None:
         return Translated((), legacy, "in-tree")
     if not result.templates:
@@ -267,7 +270,7 @@ def pod_ask(pod: Obj, known: Known) -> PodAsk | None:
     claimed = tuple((s, n) for s, n in claimed if s.device_class in known.mapped)
     if claimed:
         return PodAsk(*where, workload, state, claimed, on_dra=True)
-    found = translated(spec, meta.get("annotations"), known.policy, known.catalog)
+    found = translated(spec, meta, known.policy, known.catalog)
     if found is None:
         return None
     return PodAsk(
@@ -332,8 +335,7 @@ def workload_ask(kind: str, obj: Obj, known: Known) -> WorkloadAsk | None:
     spec = template.get("spec")
     if not isinstance(spec, dict):
         return None
-    annotations = (template.get("metadata") or {}).get("annotations")
-    each = translated(spec, annotations, known.policy, known.catalog)
+    each = translated(spec, template.get("metadata"), known.policy, known.catalog)
     if each is None:
         return None
     namespace, name = _key(obj)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from app.core.catalog import Catalog
-from app.core.failclosed import Annotations, watched_annotations
+from app.core.failclosed import Annotations, watched_annotations, yunikorn_mark
 from app.core.kube import Obj
 from app.core.kueue import queued, selecting, uncounted
 from app.core.outcomes import KUEUE_THEN, Code, Finding, codes
@@ -103,7 +103,8 @@ class Mutator:
             return allow()
         metadata = pod.get("metadata")
         read = metadata.get("annotations") if isinstance(metadata, dict) else None
-        prepared = self.prepare(spec, cluster.catalog, watched_annotations(read, self.policy))
+        watched = watched_annotations(read, self.policy)
+        prepared = self.prepare(spec, cluster.catalog, watched, yunikorn_mark(metadata))
         if not prepared.patch:
             if mode == "audit" and prepared.in_tree:
                 why = f"gpu2dra audit: would leave it to the in-tree path ({prepared.in_tree})"
@@ -142,24 +143,33 @@ class Mutator:
         asker = Asker(request["uid"], user if isinstance(user, str) else None)
         return self._after_templates(verdict, namespace, prepared, cluster, asker)
 
-    def prepare(self, spec: Obj, catalog: Catalog, annotations: Annotations = ()) -> Prepared:
+    def prepare(
+        self,
+        spec: Obj,
+        catalog: Catalog,
+        annotations: Annotations = (),
+        yunikorn: str | None = None,
+    ) -> Prepared:
         """translate() and its patch, remembered per pod shape; `annotations`: the pod's
-        watched_annotations, all that translate() reads of them."""
+        watched_annotations, all that translate() reads of them; `yunikorn`: what marks the
+        pod for YuniKorn (yunikorn_mark)."""
         try:
-            shape = shape_of(spec, annotations)
+            shape = shape_of(spec, annotations, yunikorn)
         except TypeError:  # orjson's: an integer JSON cannot hold; nothing to remember
-            return self._translate(spec, catalog, annotations)
+            return self._translate(spec, catalog, annotations, yunikorn)
         known = self._memo.get(shape)
         if known is not None and known.catalog is catalog:
             return known
-        prepared = self._translate(spec, catalog, annotations)
+        prepared = self._translate(spec, catalog, annotations, yunikorn)
         if len(self._memo) >= MEMO_SIZE:
             del self._memo[next(iter(self._memo))]  # the oldest
         self._memo[shape] = prepared
         return prepared
 
-    def _translate(self, spec: Obj, catalog: Catalog, annotations: Annotations) -> Prepared:
-        t = translate(spec, self.policy, catalog, dict(annotations))
+    def _translate(
+        self, spec: Obj, catalog: Catalog, annotations: Annotations, yunikorn: str | None
+    ) -> Prepared:
+        t = translate(spec, self.policy, catalog, dict(annotations), yunikorn=yunikorn)
         if not t.changed:
             said = (Code.IN_TREE, *codes(t.warnings)) if t.in_tree else codes(t.warnings)
             return Prepared(

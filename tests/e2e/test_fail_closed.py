@@ -1,8 +1,9 @@
 """Fail closed, on the real control plane: a pod gpu2dra cannot translate whole (one container
-it cannot translate, a GPU scheduler's annotation, a scheduler that allocates no claims) is
-admitted as it is, with a warning that names what stopped it, and is scheduled through the
-device plugin; `explain` says why. HAMi's card selection becomes device selectors that the
-real scheduler follows."""
+it cannot translate, a GPU scheduler's annotation, a scheduler that allocates no claims, a
+YuniKorn queue label while the pod still names the default scheduler) is admitted as it is,
+with a warning that names what stopped it, and is scheduled through the device plugin;
+`explain` says why. HAMi's card selection becomes device selectors that the real scheduler
+follows."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def two_containers(name: str, second: Obj) -> Obj:
     return pod
 
 
-@pytest.mark.parametrize("case", ["companion", "scheduler", "annotation"])
+@pytest.mark.parametrize("case", ["companion", "scheduler", "annotation", "yunikorn"])
 def test_a_pod_that_cannot_move_whole_stays_on_the_device_plugin(
     control_plane: ControlPlane,
     api_client: client.ApiClient,
@@ -66,6 +67,15 @@ def test_a_pod_that_cannot_move_whole_stays_on_the_device_plugin(
                 "metadata": {"name": "p", "annotations": {"nvidia.com/vgpu-mode": "mig"}},
             },
             "annotation nvidia.com/vgpu-mode is read by a GPU scheduler",
+        ),
+        # YuniKorn's admission controller would set schedulerName: yunikorn after gpu2dra;
+        # none runs here, so the default scheduler binds it, through the device plugin.
+        "yunikorn": (
+            {
+                **gpu_pod("p", {"nvidia.com/gpu": 1}),
+                "metadata": {"name": "p", "labels": {"yunikorn.apache.org/queue": "root.ml"}},
+            },
+            "label yunikorn.apache.org/queue marks the pod for YuniKorn",
         ),
     }[case]
     stored, warnings = control_plane.create(namespace, pod)

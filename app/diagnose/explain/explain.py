@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.core.catalog import Catalog
+from app.core.failclosed import yunikorn_mark
 from app.core.intree import native_classes
 from app.core.kube import Obj
 from app.core.kueue import selecting, uncounted
@@ -64,7 +65,10 @@ def _not_translated(facts: PodFacts, policy: Policy, legacy: dict[str, int]) -> 
     mode = policy.mode_for(facts.namespace_labels)
     label = mode_label(facts.namespace_labels)
     where = f"label {MODE_LABEL}={label}" if label is not None else "no label: the default mode"
-    translation = translate(spec, policy, catalog, pod["metadata"].get("annotations"))
+    meta = pod["metadata"]
+    translation = translate(
+        spec, policy, catalog, meta.get("annotations"), yunikorn=yunikorn_mark(meta)
+    )
     if translation.in_tree and mode != "disabled":
         why = f"not translated ({asks}): gpu2dra leaves it to the in-tree path"
         return [*notes, Step("info", f"{why} ({translation.in_tree})"), *more]

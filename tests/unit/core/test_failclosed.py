@@ -18,6 +18,7 @@ from app.core.failclosed import (
     device_filter,
     scheduler_problem,
     watched_annotations,
+    yunikorn_mark,
 )
 from app.core.outcomes import Code
 from app.core.policy import parse_policy
@@ -163,6 +164,60 @@ def test_scheduler_problem(spec: dict[str, Any], schedulers: list[str], problem:
         assert said is not None and said.code is Code.SCHEDULER and problem in said
     else:
         assert said is None
+
+
+@pytest.mark.parametrize(
+    ("metadata", "mark"),
+    [
+        ({"labels": {"yunikorn.apache.org/queue": "root.a"}}, "label yunikorn.apache.org/queue"),
+        (
+            {"annotations": {"yunikorn.apache.org/queue": "root.a"}},
+            "annotation yunikorn.apache.org/queue",
+        ),
+        # what YuniKorn's admission controller writes into a Deployment's or Job's pod template
+        (
+            {"annotations": {"yunikorn.apache.org/user.info": '{"user":"a"}'}},
+            "annotation yunikorn.apache.org/user.info",
+        ),
+        (
+            {"labels": {"queue": "root.a", "applicationId": "x", "app": "train"}},
+            "label queue",
+        ),
+        (
+            {"labels": {"queue": "q", "yunikorn.apache.org/app-id": "x"}},
+            "label queue, label yunikorn.apache.org/app-id",
+        ),
+        ({"annotations": {"queue": "root.a"}}, None),  # the shim reads `queue` as a label only
+        ({"labels": {"kueue.x-k8s.io/queue-name": "q", "app": "yunikorn"}}, None),
+        ({"labels": None, "annotations": ["x"]}, None),
+        (None, None),
+    ],
+)
+def test_yunikorn_mark(metadata: Any, mark: str | None) -> None:
+    assert yunikorn_mark(metadata) == mark
+
+
+@pytest.mark.parametrize(
+    ("spec", "schedulers", "code"),
+    [
+        # its admission controller sets schedulerName: yunikorn after gpu2dra's webhook
+        ({}, ["default-scheduler"], Code.YUNIKORN_POD),
+        ({"schedulerName": "default-scheduler"}, ["default-scheduler"], Code.YUNIKORN_POD),
+        ({"schedulerName": "kai"}, ["default-scheduler", "kai"], Code.YUNIKORN_POD),
+        ({}, ["default-scheduler", "yunikorn"], None),  # the policy says YuniKorn allocates claims
+        ({"schedulerName": "yunikorn"}, ["default-scheduler"], Code.SCHEDULER),  # said once
+        ({"schedulerName": "hami-scheduler"}, ["default-scheduler"], Code.SCHEDULER),
+    ],
+)
+def test_a_pod_marked_for_yunikorn_is_yunikorns_whatever_its_scheduler_name(
+    spec: dict[str, Any], schedulers: list[str], code: Code | None
+) -> None:
+    policy = parse_policy({"draSchedulers": schedulers})
+    said = scheduler_problem(spec, policy, "label queue")
+    assert (said.code if said is not None else None) is code
+    if code is Code.YUNIKORN_POD:
+        assert said is not None and said.startswith("label queue marks the pod for YuniKorn")
+        assert said.endswith(f"draSchedulers: {', '.join(sorted(schedulers))}); pod left as is")
 
 
 def test_a_hami_selection_is_not_deferred_to_the_in_tree_path() -> None:

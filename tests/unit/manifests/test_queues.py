@@ -9,7 +9,7 @@ import pytest
 
 from app.core.catalog import Catalog
 from app.core.outcomes import Code, codes
-from app.core.policy import Policy
+from app.core.policy import Policy, parse_policy
 from app.manifests.documents import translate_documents
 
 Obj = dict[str, Any]
@@ -43,19 +43,44 @@ def test_kai_queue(label: str, policy: Policy, catalog: Catalog) -> None:
     assert len(kai) == 1 and "gpu.nvidia.com" in kai[0] and "draSchedulers" in kai[0]
 
 
-def test_yunikorn_queue_label(policy: Policy, catalog: Catalog) -> None:
-    _, notes = _run(_deployment({"yunikorn.apache.org/queue": "root.a"}), policy, catalog)
-    assert Code.YUNIKORN_QUEUE in codes(notes)
+@pytest.mark.parametrize("label", ["yunikorn.apache.org/queue", "queue"])
+def test_pods_marked_for_yunikorn_are_left(label: str, policy: Policy, catalog: Catalog) -> None:
+    """YuniKorn's admission controller gives them schedulerName: yunikorn when they are
+    created, after gpu2dra's webhook: their template is left, as a yunikorn pod is."""
+    doc = _deployment({label: "root.a"})
+    out, notes = _run(doc, policy, catalog)
+    assert out is doc
+    assert codes(notes) == (Code.YUNIKORN_POD,)
+    assert notes[0].startswith(f"label {label} marks the pod for YuniKorn")
+
+
+def test_a_queue_label_on_the_workload_alone_marks_no_pod(policy: Policy, catalog: Catalog) -> None:
+    """Pods carry their template's labels, not their Deployment's: they are translated, and
+    the note says what YuniKorn's queue no longer counts."""
+    doc = _deployment({})
+    doc["metadata"]["labels"] = {"yunikorn.apache.org/queue": "root.a"}
+    out, notes = _run(doc, policy, catalog)
+    assert out["spec"]["template"]["spec"]["resourceClaims"]
+    assert Code.YUNIKORN_QUEUE in codes(notes) and Code.YUNIKORN_POD not in codes(notes)
     (note,) = [n for n in notes if codes([n]) == (Code.YUNIKORN_QUEUE,)]
     assert note.startswith("queued by YuniKorn (yunikorn.apache.org/queue)")
 
 
-def test_a_plain_queue_label_counts_only_with_yunikorn(policy: Policy, catalog: Catalog) -> None:
-    assert Code.YUNIKORN_QUEUE not in codes(_run(_deployment({"queue": "a"}), policy, catalog)[1])
-    # With schedulerName yunikorn the pod is left (draSchedulers) and says so; nothing moved.
+def test_yunikorn_in_dra_schedulers_translates_its_pods_with_the_queue_note(
+    catalog: Catalog,
+) -> None:
+    policy = parse_policy({"draSchedulers": ["default-scheduler", "yunikorn"]})
+    out, notes = _run(_deployment({"queue": "a"}, schedulerName="yunikorn"), policy, catalog)
+    assert out["spec"]["template"]["spec"]["resourceClaims"]
+    assert Code.YUNIKORN_QUEUE in codes(notes)
+
+
+def test_a_yunikorn_scheduler_name_is_said_once(policy: Policy, catalog: Catalog) -> None:
+    # Left (draSchedulers) and said so; its queue label adds no second line.
     out, notes = _run(_deployment({"queue": "a"}, schedulerName="yunikorn"), policy, catalog)
     assert "resourceClaims" not in out["spec"]["template"]["spec"]
-    assert any("spec.schedulerName 'yunikorn'" in n for n in notes)
+    assert codes(notes) == (Code.SCHEDULER,)
+    assert "spec.schedulerName 'yunikorn'" in notes[0]
 
 
 def test_a_spark_application_queued_by_yunikorn(policy: Policy, catalog: Catalog) -> None:

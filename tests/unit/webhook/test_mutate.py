@@ -444,3 +444,44 @@ def test_a_namespace_at_its_template_bound_gets_no_new_template(policy: Policy) 
     cluster.created += [("ml", "t0"), ("ml", "t1")]
     answer = run(Mutator(replace(policy, templates_per_namespace=3))(request(pod()), cluster))
     assert "patch" in answer and len(cluster.created) == 3
+
+
+@pytest.mark.parametrize(
+    ("metadata", "mark"),
+    [
+        ({"labels": {"yunikorn.apache.org/queue": "root.ml"}}, "label yunikorn.apache.org/queue"),
+        ({"labels": {"queue": "root.ml"}}, "label queue"),
+        (
+            {"annotations": {"yunikorn.apache.org/user.info": '{"user":"a","groups":[]}'}},
+            "annotation yunikorn.apache.org/user.info",
+        ),
+    ],
+)
+def test_a_pod_yunikorn_will_schedule_is_left_before_its_scheduler_name_says_so(
+    mutate: Mutator, metadata: Obj, mark: str
+) -> None:
+    """YuniKorn's admission controller sets schedulerName: yunikorn after gpu2dra's webhook:
+    at gpu2dra's turn the pod still names the default scheduler, and is left all the same."""
+    cluster, obj = enabled(), pod()
+    obj["metadata"].update(metadata)
+    assert obj["spec"].get("schedulerName") is None
+    response = run(mutate(request(obj), cluster))
+    assert response["allowed"] and "patch" not in response
+    (warning,) = response["warnings"]
+    assert warning.startswith(f"{mark} marks the pod for YuniKorn")
+    assert cluster.created == []
+    # The same spec without the mark is translated: the memo keeps them apart.
+    assert patched(pod(), run(mutate(request(pod()), cluster))) == translated(
+        pod(), mutate.policy, cluster.catalog
+    )
+
+
+def test_pods_yunikorn_will_schedule_are_translated_where_the_policy_lists_it(
+    catalog: Catalog,
+) -> None:
+    policy = parse_policy({"draSchedulers": ["default-scheduler", "yunikorn"]})
+    cluster, obj = enabled(), pod()
+    obj["metadata"]["labels"] = {"queue": "root.ml"}
+    assert patched(obj, run(Mutator(policy)(request(obj), cluster))) == translated(
+        obj, policy, cluster.catalog
+    )
