@@ -141,3 +141,23 @@ def test_without_secure_metrics_nothing_reviews(helm: Path) -> None:
     (container,) = exporter_objects(docs)["Deployment"]["spec"]["template"]["spec"]["containers"]
     assert "--secure-metrics" not in container["args"]
     assert "volumeMounts" not in container
+
+
+def test_secure_metrics_need_no_service_monitor(helm: Path) -> None:
+    docs = render_chart(
+        helm,
+        "exporter.enabled=true",
+        "exporter.secureMetrics.enabled=true",
+        "exporter.secureMetrics.readers[0].name=vmagent",
+        "exporter.secureMetrics.readers[0].namespace=metrics",
+    )
+    assert not [d for d in docs if d["kind"] == "ServiceMonitor"]
+    (binding,) = [
+        d
+        for d in docs
+        if d["metadata"]["name"] == "gpu2dra-exporter-metrics-reader"
+        and d["kind"] == "ClusterRoleBinding"
+    ]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "vmagent", "namespace": "metrics"}
+    ]

@@ -11,9 +11,12 @@ kubelet of its own.
 from __future__ import annotations
 
 import re
+import ssl
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,6 +50,20 @@ VERSION = next(
 NEXT = f"{VERSION}-next"  # the same image under another tag: what an upgrade rolls out
 DEVICES = gpu_devices(REAL_NODE_NAME, A100_SXM4_40GB, gpus=2)
 CLAIMS_WEBHOOK = "claims.validate.gpu2dra.io"
+
+
+# The exporter with secure metrics, its one reader a ServiceAccount the test makes a token of.
+READER = "prometheus"
+SECURE_EXPORTER = [
+    word
+    for value in (
+        "exporter.enabled=true",
+        "exporter.secureMetrics.enabled=true",
+        f"exporter.secureMetrics.readers[0].name={READER}",
+        f"exporter.secureMetrics.readers[0].namespace={RELEASE_NAMESPACE}",
+    )
+    for word in ("--set", value)
+]
 
 
 def values(tag: str) -> list[str]:
@@ -94,6 +111,7 @@ def installed(
         RELEASE_NAMESPACE,
         "--create-namespace",
         *values(VERSION),
+        *SECURE_EXPORTER,
         "--wait",
         "--timeout",
         "3m",
@@ -168,6 +186,44 @@ def test_the_kubelet_runs_the_webhook_as_the_chart_hardens_it(
     assert readonly.returncode != 0 and "Read-only file system" in readonly.stderr
     version = exec_in(control_plane, pod, "gpu2dra", "--version").stdout
     assert version.startswith(f"gpu2dra {VERSION} (")
+
+
+def test_the_exporter_serves_metrics_over_https_to_its_reader_only(
+    api_client: client.ApiClient, installed: float
+) -> None:
+    """exporter.secureMetrics from the image on the kubelet: Ready through its HTTPS probes
+    (the --wait of the install), and its /metrics, reached at the pod's address as
+    Prometheus reaches it, answers the bound reader's token and refuses everyone else."""
+    core = client.CoreV1Api(api_client)
+    (pod,) = core.list_namespaced_pod(
+        RELEASE_NAMESPACE, label_selector="app.kubernetes.io/component=exporter"
+    ).items
+    assert pod.status.pod_ip
+    core.create_namespaced_service_account(
+        RELEASE_NAMESPACE, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=READER))
+    )
+    token = core.create_namespaced_service_account_token(
+        READER,
+        RELEASE_NAMESPACE,
+        client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[])),
+    ).status.token
+    url = f"https://{pod.status.pod_ip}:9464/metrics"
+    unverified = ssl._create_unverified_context()  # its certificate is self-signed
+
+    def get(bearer: str | None) -> tuple[int, str]:
+        request = urllib.request.Request(url)
+        if bearer:
+            request.add_header("Authorization", f"Bearer {bearer}")
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=unverified) as answer:
+                return int(answer.status), answer.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    status, body = get(token)
+    assert status == 200 and "# TYPE gpu2dra_pod_gpu_info gauge" in body
+    assert get(None) == (401, "a bearer token is required\n")
+    assert get("forged")[0] == 401
 
 
 def test_helm_test_runs_doctor_in_the_cluster(
