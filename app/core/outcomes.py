@@ -231,6 +231,14 @@ class Code(StrEnum):
         "the policy's templatesPerNamespace ({limit}) allows: none is made for this pod's "
         "shape; pod left on the device plugin (gpu2dra prune-templates deletes unused ones)",
     )
+    NAMESPACE_UNSEEN = (
+        "namespace-unseen",
+        "left",
+        "gpu2dra serves offline and reads no namespace's labels, so namespace {namespace} has "
+        "the policy's defaultMode, disabled: pod admitted unchanged (serve it a policy with "
+        "defaultMode: enabled or audit; POST /translate translates as enabled unless given "
+        "?mode=)",
+    )
     # ---- Kueue: a queued pod its ClusterQueue would not count (policy kueuePods) ----
     KUEUE_NO_DRA = (
         "kueue-no-dra",

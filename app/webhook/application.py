@@ -71,15 +71,27 @@ class Cluster(ClusterView, Protocol):
 
 def make_cluster(settings: Settings, metrics: Metrics) -> Cluster:
     if settings.offline:
-        return OfflineCluster(settings.policy)
+        return _offline(settings.policy)
     try:
         api = serving_client()
     except NoCluster as err:
         if settings.in_pod:  # `gpu2dra serve` says so before it starts: see app/cli/commands.py
             raise NotServing(f"running in a pod, but no in-cluster client: {err}") from None
         log.info("offline mode: %s", err)
-        return OfflineCluster(settings.policy)
+        return _offline(settings.policy)
     return LiveCluster(api, metrics, timeout=settings.api_timeout)
+
+
+def _offline(policy: Policy) -> OfflineCluster:
+    """The offline cluster, and a first line that says what it means for /mutate."""
+    if policy.default_mode == "disabled":
+        log.warning(
+            "offline: no namespace's labels are read, so every namespace has the policy's "
+            "defaultMode, disabled: /mutate admits pods unchanged, each answer saying why "
+            "(outcome namespace-unseen); a policy with defaultMode: enabled translates them. "
+            "POST /translate translates as enabled unless given ?mode="
+        )
+    return OfflineCluster(policy)
 
 
 def _translate_body(

@@ -87,6 +87,8 @@ def _kueue_named(list_fn: Callable[..., Any], name: str) -> Callable[..., Any]:
 class LiveCluster:
     """The cluster as the webhook sees it: namespaces, DeviceClasses and templates in memory."""
 
+    offline = False
+
     def __init__(self, api: client.ApiClient, metrics: Metrics, timeout: float = 2.0) -> None:
         core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
         self._core, self._resource = core, resource
@@ -404,6 +406,7 @@ class OfflineCluster:
     """No cluster: the policy's DeviceClasses, the default mode, and templates not created."""
 
     ready = True
+    offline = True
 
     def __init__(self, policy: Policy) -> None:
         self.catalog = Catalog.of(policy.device_classes)

@@ -34,6 +34,11 @@ class ClusterView(Protocol):
     def ready(self) -> bool:
         """The caches have synced: namespace modes and the catalog can be trusted."""
 
+    @property
+    def offline(self) -> bool:
+        """No cluster behind it: no namespace's labels are known, so each namespace has the
+        policy's defaultMode."""
+
     def namespace_labels(self, name: str) -> Mapping[str, str] | None: ...
 
     def namespace_quotas(self, namespace: str) -> Sequence[Quota]:

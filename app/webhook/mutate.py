@@ -100,6 +100,9 @@ class Mutator:
             return self.failed(Finding(Code.NOT_SYNCED))
         mode = self.policy.mode_for(cluster.namespace_labels(namespace))
         if mode == "disabled":
+            if cluster.offline:  # a first run's pod: say why it is left, once per answer
+                unseen = Finding(Code.NAMESPACE_UNSEEN, namespace=namespace)
+                return allow([unseen], (unseen.code,))
             return allow()
         metadata = pod.get("metadata")
         read = metadata.get("annotations") if isinstance(metadata, dict) else None

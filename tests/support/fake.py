@@ -28,6 +28,7 @@ class FakeCluster:
     squatted: set[tuple[str, str]] = field(default_factory=set)
     ready: bool = True
     kueue: Kueue | None = None
+    offline: bool = False
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         return self.labels.get(name)
