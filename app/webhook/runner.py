@@ -167,16 +167,30 @@ async def _run(
         reloader.cancel()
 
 
+@contextlib.contextmanager
+def _certificate(listen: Listen) -> Iterator[tuple[Path, Path]]:
+    """The serving certificate and key: those given, else a self-signed pair in a temporary
+    directory of its own, removed when serving stops."""
+    if listen.cert is not None and listen.key is not None:
+        yield listen.cert, listen.key
+        return
+    with tempfile.TemporaryDirectory(prefix="gpu2dra-certs-") as out:
+        paths = make_certs(["localhost", socket.gethostname()], ["127.0.0.1"]).write(Path(out))
+        log.info(
+            "self-signed certificate; CA bundle at %s (removed when serve stops)", paths["ca.crt"]
+        )
+        yield paths["tls.crt"], paths["tls.key"]
+
+
 def serve(settings: Settings, listen: Listen) -> None:
     """Serve until SIGTERM or SIGINT."""
+    with _certificate(listen) as (cert, key):
+        _serve(settings, listen, cert=cert, key=key)
+
+
+def _serve(settings: Settings, listen: Listen, *, cert: Path, key: Path) -> None:
     import uvicorn
 
-    cert, key = listen.cert, listen.key
-    if cert is None or key is None:
-        out = Path(tempfile.mkdtemp(prefix="gpu2dra-certs-"))
-        paths = make_certs(["localhost", socket.gethostname()], ["127.0.0.1"]).write(out)
-        cert, key = paths["tls.crt"], paths["tls.key"]
-        log.info("self-signed certificate; CA bundle at %s", paths["ca.crt"])
     app = create_app(settings)
     split = listen.internal_port is not None
 
