@@ -10,6 +10,7 @@ from datetime import timedelta
 from importlib import metadata
 from pathlib import Path
 
+from app.cli.completion import SHELLS
 from app.cli.helptext import Parser
 from app.core.nvidia.mig import mig_profile
 from app.core.policy import MODES
@@ -100,6 +101,16 @@ def parser() -> argparse.ArgumentParser:
             parents=cluster,
             help="print DRA-side ResourceQuotas that mirror the legacy GPU quotas",
         )
+    )
+    _add_version(
+        sub.add_parser(
+            "version",
+            parents=[_kubeconfig_options()],
+            help="the client's version, and the gpu2dra webhook's where a cluster answers",
+        )
+    )
+    _add_completion(
+        sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
     )
     _add_prune_templates(
         sub.add_parser(
@@ -458,3 +469,24 @@ def _add_prune_templates(prune: argparse.ArgumentParser) -> None:
         help="keep templates younger than this (90s, 30m, 1h, 2d): gpu2dra makes a template "
         "just before the pod that uses it is stored",
     )
+
+
+def _add_version(version: argparse.ArgumentParser) -> None:
+    version.epilog = (
+        "The webhook's version is its Deployments' (labelled app.kubernetes.io/name=gpu2dra): "
+        "their app.kubernetes.io/version label and image. A cluster that cannot be reached is "
+        "said, and the exit status is still 0."
+    )
+    version.add_argument(
+        "--client", action="store_true", help="the client's version alone: read no cluster"
+    )
+    _output(version, ("text", "json", "yaml"))
+
+
+def _add_completion(completion: argparse.ArgumentParser) -> None:
+    completion.epilog = (
+        "bash: source <(gpu2dra completion bash) in ~/.bashrc. zsh: source <(gpu2dra "
+        "completion zsh) in ~/.zshrc, after compinit. fish: gpu2dra completion fish > "
+        "~/.config/fish/completions/gpu2dra.fish."
+    )
+    completion.add_argument("shell", choices=SHELLS, help="the shell the script is for")

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from app.cli.arguments import parser
+from app.cli.arguments import parser, running_version
 from app.core.catalog import Catalog
 from app.core.mapping import PolicyError
 from app.core.policy import Policy, load_policy
@@ -276,6 +276,24 @@ def _quota(args: argparse.Namespace) -> int:
     )
 
 
+def _version(args: argparse.Namespace) -> int:
+    from app.diagnose.version.command import run
+
+    return run(
+        kubeconfig=_kubeconfig(args),
+        client=running_version(),
+        client_only=args.client,
+        output=args.output,
+    )
+
+
+def _completion(args: argparse.Namespace) -> int:
+    from app.cli.completion import SCRIPTS
+
+    sys.stdout.write(SCRIPTS[args.shell](parser()))
+    return 0
+
+
 # Imported when run: `translate` does not pay for the kubernetes client, nor `doctor` for uvicorn.
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
@@ -290,6 +308,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "deviceclasses": _deviceclasses,
     "quota": _quota,
     "prune-templates": _prune_templates,
+    "version": _version,
+    "completion": _completion,
 }
 
 

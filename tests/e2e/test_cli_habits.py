@@ -76,3 +76,46 @@ def test_tables_wide_without_headers_and_as_yaml(
         "applied": False,
         "templates": [],
     }
+
+
+def test_version_names_the_webhook_a_cluster_runs_and_never_fails(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    labels = {
+        "app.kubernetes.io/name": "gpu2dra",
+        "app.kubernetes.io/component": "webhook",
+        "app.kubernetes.io/version": "9.8.7",
+    }
+    control_plane.create(
+        namespace,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "gpu2dra", "labels": labels},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [{"name": "webhook", "image": "registry.local/gpu2dra:9.8.7"}]
+                    },
+                },
+            },
+        },
+    )
+    said = gpu2dra(control_plane.kubeconfig, "version", check=0).stdout.splitlines()
+    assert said[0].startswith("client: gpu2dra ")
+    assert said[1].startswith("cluster: https://127.0.0.1:") and ", Kubernetes v1." in said[1]
+    assert (
+        f"webhook: {namespace}/gpu2dra: 9.8.7 (image registry.local/gpu2dra:9.8.7), 0/1 ready"
+        in said
+    )
+    body = json.loads(gpu2dra(control_plane.kubeconfig, "version", "-o", "json", check=0).stdout)
+    [mine] = [w for w in body["webhook"]["found"] if w["namespace"] == namespace]
+    assert (mine["version"], mine["tag"], mine["replicas"]) == ("9.8.7", "9.8.7", 1)
+
+    kubeconfig = two_contexts(control_plane, tmp_path / "config", namespace)
+    gone = gpu2dra(kubeconfig, "version", check=0).stdout.splitlines()
+    assert gone[1].startswith(f"cluster: not reached: cannot reach the API server at {DEAD}")
+    assert gone[2] == "webhook: unknown (no cluster)"

@@ -23,6 +23,7 @@ COMMANDS = {
     ("deviceclasses",): "app.plan.deviceclasses.command",
     ("quota",): "app.plan.quota.command",
     ("prune-templates",): "app.maintain.prune.command",
+    ("version",): "app.diagnose.version.command",
 }
 TAKES_N = {"explain", "report", "impact", "quota", "prune-templates"}
 
@@ -103,6 +104,7 @@ def test_quota_from_a_file_reads_every_namespace_it_names(
         (("impact",), ["text", "json", "yaml"]),
         (("capacity",), ["text", "wide", "json", "yaml"]),
         (("prune-templates",), ["text", "json", "yaml"]),
+        (("version",), ["text", "json", "yaml"]),
     ],
     ids=lambda c: c[0] if isinstance(c, tuple) else "",
 )

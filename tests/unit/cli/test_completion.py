@@ -1,0 +1,133 @@
+"""`gpu2dra completion bash|zsh|fish`: each script, loaded by its own shell, offers what the
+parser takes. bash's and fish's are asked for completions as the shell would ask; zsh's is
+loaded and registered (zsh's completion needs a terminal to be asked)."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from app.cli.commands import main
+
+COMMANDS = {
+    *("serve", "exporter", "translate", "certs", "doctor", "explain", "report", "impact"),
+    *("capacity", "deviceclasses", "quota", "prune-templates", "completion", "version"),
+}
+
+
+def _script(shell: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    assert main(["completion", shell]) == 0
+    path = tmp_path / f"gpu2dra.{shell}"
+    path.write_text(capsys.readouterr().out)
+    return path
+
+
+@pytest.fixture
+def bash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    return _script("bash", tmp_path, capsys)
+
+
+def complete_bash(script: Path, line: str, cwd: Path | None = None) -> list[str]:
+    """What bash offers for `line` (the word under the cursor is its last, "" after a
+    space), as programmable completion calls the function `complete -F` names."""
+    words = line.split(" ")
+    run = (
+        f"source {shlex.quote(str(script))}\n"
+        "spec=$(complete -p gpu2dra); func=${spec#*-F }; func=${func%% *}\n"
+        f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)})\n"
+        f"COMP_CWORD={len(words) - 1}\n"
+        f"COMP_LINE={shlex.quote(line)}; COMP_POINT={len(line)}\n"
+        '"$func" gpu2dra "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"\n'
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    done = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", run],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=cwd,
+    )
+    assert done.stderr == ""
+    return sorted(w for w in done.stdout.splitlines() if w)
+
+
+def test_bash_offers_the_commands_then_each_ones_options(bash: Path) -> None:
+    assert set(complete_bash(bash, "gpu2dra ")) == COMMANDS | {"-h", "--help", "--version"}
+    assert complete_bash(bash, "gpu2dra rep") == ["report"]
+    assert complete_bash(bash, "gpu2dra report --c") == ["--context"]
+    assert "--no-headers" in complete_bash(bash, "gpu2dra report -")
+    assert "--no-headers" not in complete_bash(bash, "gpu2dra doctor -")
+
+
+def test_bash_offers_an_options_choices_and_nothing_for_a_free_value(bash: Path) -> None:
+    assert complete_bash(bash, "gpu2dra report -o ") == ["csv", "json", "table", "wide", "yaml"]
+    assert complete_bash(bash, "gpu2dra report --output w") == ["wide"]
+    assert complete_bash(bash, "gpu2dra serve --log-format ") == ["json", "text"]
+    assert complete_bash(bash, "gpu2dra report -n ") == []  # a namespace: the user's own
+    assert complete_bash(bash, "gpu2dra completion ") == ["bash", "fish", "zsh"]
+
+
+def test_bash_offers_positionals_in_their_order(bash: Path) -> None:
+    assert complete_bash(bash, "gpu2dra explain ") == ["pod"]
+    assert complete_bash(bash, "gpu2dra explain -n ml ") == ["pod"]  # ml is -n's value
+    assert complete_bash(bash, "gpu2dra explain pod ") == []  # the pod's name: the user's own
+
+
+def test_bash_offers_files_after_an_option_that_names_one(bash: Path, tmp_path: Path) -> None:
+    (tmp_path / "train.yaml").write_text("")
+    assert complete_bash(bash, "gpu2dra translate -f tr", cwd=tmp_path) == ["train.yaml"]
+    assert complete_bash(bash, "gpu2dra doctor --kubeconfig tr", cwd=tmp_path) == ["train.yaml"]
+
+
+def test_fish_offers_what_bash_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = _script("fish", tmp_path, capsys)
+
+    def complete(line: str) -> list[str]:
+        done = subprocess.run(
+            ["fish", "--no-config", "-c", f"source {script}; complete -C {shlex.quote(line)}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return sorted(w.split("\t")[0] for w in done.stdout.splitlines() if w)
+
+    assert set(complete("gpu2dra ")) == COMMANDS
+    assert complete("gpu2dra report -o ") == ["csv", "json", "table", "wide", "yaml"]
+    assert complete("gpu2dra report --con") == ["--context"]
+    assert complete("gpu2dra explain ") == ["pod"]
+    assert complete("gpu2dra completion ") == ["bash", "fish", "zsh"]
+
+
+def test_zsh_loads_and_registers_its_function(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script("zsh", tmp_path, capsys)
+    run = (
+        "autoload -U compinit && compinit -u -D\n"
+        f"source {shlex.quote(str(script))}\n"
+        "print -r -- $_comps[gpu2dra]\n"
+        "functions _gpu2dra >/dev/null && print defined\n"
+    )
+    done = subprocess.run(
+        ["zsh", "-f", "-c", run], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert done.stdout.split() == ["_gpu2dra", "defined"], done.stderr
+    assert subprocess.run(["zsh", "-n", str(script)], check=False).returncode == 0
+    text = script.read_text()
+    assert "'(-o --output)'{-o,--output}'[output format]:output:(table wide json yaml csv)'" in (
+        text
+    )
+    assert "'completion:print a shell completion script'" in text
+
+
+def test_an_unknown_shell_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["completion", "tcsh"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'tcsh'" in capsys.readouterr().err
