@@ -282,7 +282,11 @@ def _add_translate(tr: argparse.ArgumentParser) -> None:
     tr.epilog = (
         "Exit status: 0 when the manifests were written; 1 when they cannot be read (one line "
         "naming the file or document); 2 for a usage error; with --strict, 3 when a document "
-        "whose pods ask for GPUs is left as is (the manifests are written all the same)."
+        "whose pods ask for GPUs is left as is (the manifests are written all the same). "
+        "A KRM function's ResourceList (config.kubernetes.io/v1) in gives one out: its items "
+        "translated, the templates among them, the warnings in its results; functionConfig's "
+        "data may set namespace, mode, strict and policy (kustomize's exec functions: "
+        "docs/getting-started/gitops.md)."
     )
     tr.add_argument(
         "-f",
