@@ -319,8 +319,9 @@ def _add_translate(tr: argparse.ArgumentParser) -> None:
         "--output",
         choices=("yaml", "json"),
         default="yaml",
-        help="a YAML stream, or a JSON List of the documents and then the templates "
-        "(kubectl apply -f - takes either); warnings go to stderr",
+        help="a YAML stream, or a JSON List: the templates first, then the documents that use "
+        "them (kubectl apply -f - takes either, and creates them in that order); warnings go "
+        "to stderr",
     )
 
 

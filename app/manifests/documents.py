@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -51,6 +52,7 @@ def load_documents(text: bytes | str, read: list[Read] | None = None) -> list[An
                 raise ManifestError("document 1: nested too deeply") from None
             docs = None  # perhaps YAML flow style; let the YAML parser say what is wrong
         if docs is not None:
+            _refuse_duplicate_keys(raw)
             out = _unpack(_as_json(docs))
             if read is not None:
                 read.extend((doc, None) for doc in out)
@@ -79,6 +81,44 @@ def load_documents(text: bytes | str, read: list[Read] | None = None) -> list[An
             elif doc is not None:
                 read.append((doc, source))
     return out
+
+
+class _Duplicate(Exception):
+    pass
+
+
+def _refuse_duplicate_keys(raw: str) -> None:
+    """Refuse JSON whose object sets a key twice, as the API server's strict decoding does
+    (`duplicate field`): orjson keeps the last, and the first would silently go. Python's
+    reader, each object's keys as a list, finds it (as fast as orjson reads the text); the
+    YAML reader then says where, JSON being YAML's flow style."""
+    said: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> None:
+        if len(items) > 1 and len({key for key, _ in items}) < len(items):
+            keys = [key for key, _ in items]
+            said.append(next(k for i, k in enumerate(keys) if k in keys[:i]))
+            raise _Duplicate
+        # nothing is built: orjson has read the document already
+
+    try:
+        json.loads(raw, object_pairs_hook=pairs)
+    except _Duplicate:
+        pass
+    except (ValueError, RecursionError):
+        return  # what orjson reads and Python cannot (a depth past its limit) has no check
+    if not said:
+        return
+    try:
+        list(yamlio.load_all(raw))
+    except yamlio.DuplicateKey as err:
+        raise ManifestError(
+            f"document 1: not valid JSON at line {err.again}: key {err.key!r} already set in "
+            f"this object at line {err.first}"
+        ) from None
+    except (yaml.YAMLError, ValueError, RecursionError):
+        pass  # JSON the YAML reader cannot read: said without its lines
+    raise ManifestError(f"document 1: not valid JSON: key {said[0]!r} set twice in one object")
 
 
 def _as_json(docs: list[Any]) -> list[Any]:

@@ -25,8 +25,8 @@ _DEVICE_CLASS = re.compile(r"kind[\"']?\s*:\s*[\"']?DeviceClass\b")
 
 
 class Rendered(NamedTuple):
-    """A translated manifest as text: the documents in input order, then each generated
-    template once (YAML), or `{documents, templates, warnings}` (JSON)."""
+    """A translated manifest as text: each generated template once, then the documents in
+    input order (YAML), or `{documents, templates, warnings}` (JSON)."""
 
     body: bytes
     warnings: list[str]
@@ -170,16 +170,16 @@ def _join(pieces: list[_Piece], output: Output) -> Rendered:
             )
         )
     else:
-        if templates:
-            bodies.append(yamlwrite.dump_all(templates.values()).encode())
+        if templates:  # first, so that `kubectl apply -f -` creates them before their users
+            bodies.insert(0, yamlwrite.dump_all(templates.values()).encode())
         body = b"---\n".join(bodies)
     return Rendered(body, warnings, counted)
 
 
 def as_kube_list(rendered: Rendered) -> bytes:
     """A JSON rendering as the Kubernetes `List` `gpu2dra translate -o json` prints: the
-    documents, then the templates, as items (`kubectl apply -f -` takes it); the warnings
-    are the caller's to say."""
+    templates, then the documents that use them, as items (`kubectl apply -f -` takes it and
+    creates them in that order); the warnings are the caller's to say."""
     body = orjson.loads(rendered.body)
-    items = [*body["documents"], *body["templates"]]
+    items = [*body["templates"], *body["documents"]]
     return orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items})

@@ -82,6 +82,16 @@ def _number(base: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     return construct
 
 
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A mapping sets `key` at line `first`, then again at line `again` (1-based)."""
+
+    def __init__(self, key: str, first: int, again: Any) -> None:
+        super().__init__(
+            None, None, f"key {key!r} already set in this mapping at line {first}", again
+        )
+        self.key, self.first, self.again = key, first, again.line + 1
+
+
 def _duplicate(node: Any) -> None:
     """Refuse a mapping that sets a key twice, as the API server's strict decoding does
     (`key "name" already set in map`): else the last would win and a document, two files
@@ -92,12 +102,7 @@ def _duplicate(node: Any) -> None:
         if key.__class__ is not ScalarNode or key.tag == "tag:yaml.org,2002:merge":
             continue
         if (first := seen.get((key.tag, key.value))) is not None:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"key {key.value!r} already set in this mapping at line {first + 1}",
-                key.start_mark,
-            )
+            raise DuplicateKey(key.value, first + 1, key.start_mark)
         seen[key.tag, key.value] = key.start_mark.line
 
 

@@ -112,8 +112,8 @@ def test_the_argo_cd_plugin_renders_a_chart_translated(
     done = _run(_plugin_command(), tmp_path, tools, **ARGO_ENV)
     assert done.returncode == 0, done.stderr
     docs = _translated(done.stdout, "ml-prod")
-    assert [d["kind"] for d in docs] == ["Deployment", "ResourceClaimTemplate"]
-    assert docs[0]["metadata"]["name"] == "ml-prod"  # the release is the Application's name
+    assert [d["kind"] for d in docs] == ["ResourceClaimTemplate", "Deployment"]
+    assert docs[1]["metadata"]["name"] == "ml-prod"  # the release is the Application's name
 
 
 def test_the_argo_cd_plugin_fails_the_sync_for_a_gpu_pod_left(

@@ -69,9 +69,10 @@ def test_helm_post_renderer_translates_the_chart_and_leaves_the_rest_as_rendered
     done = _helm(helm, chart, "--post-renderer", str(renderer), "--post-renderer-args", "translate")
     assert done.returncode == 0, done.stderr
     docs = [d for d in yaml.safe_load_all(done.stdout) if d]
-    assert [d["kind"] for d in docs] == ["ConfigMap", "Job", "ResourceClaimTemplate"]
+    # The template first: `helm install` creates it before the Job that uses it.
+    assert [d["kind"] for d in docs] == ["ResourceClaimTemplate", "ConfigMap", "Job"]
     [template] = [d for d in docs if d["kind"] == "ResourceClaimTemplate"]
-    pod = docs[1]["spec"]["template"]["spec"]
+    pod = docs[2]["spec"]["template"]["spec"]
     assert pod["resourceClaims"][0]["resourceClaimTemplateName"] == template["metadata"]["name"]
     assert "nvidia.com/gpu" not in pod["containers"][0]["resources"].get("limits", {})
     # The ConfigMap comes back as Helm rendered it, its comment kept.
@@ -121,5 +122,5 @@ def test_a_kustomize_build_piped_through_translate(tmp_path: Path) -> None:
         cwd=REPO_ROOT,
     )
     docs = [d for d in yaml.safe_load_all(done.stdout) if d]
-    assert [d["kind"] for d in docs] == ["Job", "ResourceClaimTemplate"]
-    assert docs[1]["metadata"]["namespace"] == "ml"
+    assert [d["kind"] for d in docs] == ["ResourceClaimTemplate", "Job"]
+    assert docs[0]["metadata"]["namespace"] == "ml"

@@ -48,8 +48,8 @@ def test_translated_output_applies_as_another_identity_and_reapplies(
     webhook.set_mode(api_client, namespace, "enabled")
     listed = translate(namespace, gpu_pod("train", {"nvidia.com/gpu": 2}))
     items = json.loads(listed)["items"]
-    assert [i["kind"] for i in items] == ["Pod", "ResourceClaimTemplate"]
-    name = items[1]["metadata"]["name"]
+    assert [i["kind"] for i in items] == ["ResourceClaimTemplate", "Pod"]
+    name = items[0]["metadata"]["name"]
     for _ in range(2):  # every sync applies it again: an UPDATE of the template
         control_plane.kubectl(*AS_ARGOCD, "apply", "-n", namespace, "-f", "-", stdin=listed)
     stored = client.ResourceV1Api(api_client).read_namespaced_resource_claim_template(
@@ -68,7 +68,7 @@ def test_anything_else_under_gpu2dras_name_is_still_refused_to_another_identity(
 ) -> None:
     webhook.set_mode(api_client, namespace, "enabled")
     listed = json.loads(translate(namespace, gpu_pod("train", {"nvidia.com/gpu": 1})))
-    squat = copy.deepcopy(listed["items"][1])
+    squat = copy.deepcopy(listed["items"][0])  # the template, written first
     squat["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 3
     done = control_plane.run_kubectl(*AS_ARGOCD, "apply", "-n", namespace, "-f", "-", stdin=squat)
     assert done.returncode != 0

@@ -64,7 +64,8 @@ def defaults(karpenter: Karpenter) -> Iterator[Karpenter]:
 
 
 def translated(namespace: str, pod: Obj) -> tuple[Obj, list[Obj]]:
-    """The pod and its templates as `gpu2dra translate` writes them, offline."""
+    """The pod and its templates as `gpu2dra translate` writes them, offline (the templates
+    first)."""
     done = subprocess.run(
         [sys.executable, "-m", "app", "translate", "-f", "-", "-n", namespace, "-o", "json"],
         input=json.dumps(pod),
@@ -76,7 +77,7 @@ def translated(namespace: str, pod: Obj) -> tuple[Obj, list[Obj]]:
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert (out["apiVersion"], out["kind"]) == ("v1", "List")
-    document, *templates = out["items"]
+    *templates, document = out["items"]
     return document, templates
 
 

@@ -93,7 +93,7 @@ def _forget_namespaces(with_plugin: Plane) -> Iterator[None]:
 
 
 def translated_offline(pod: Obj, namespace: str) -> tuple[list[Obj], list[str]]:
-    """`gpu2dra translate` of `pod`: the documents (the pod, then its templates) and warnings."""
+    """`gpu2dra translate` of `pod`: the documents (its templates, then the pod) and warnings."""
     done = subprocess.run(
         [sys.executable, "-m", "app", "translate", "-f", "-", "-n", namespace, "-o", "json"],
         input=json.dumps(pod),
@@ -109,11 +109,12 @@ def translated_offline(pod: Obj, namespace: str) -> tuple[list[Obj], list[str]]:
 
 
 def create_all(plane: ControlPlane, namespace: str, docs: list[Obj]) -> Obj:
-    """`kubectl create` of the templates among `docs`, then of the pod first among them, into
-    `namespace`; the pod as stored."""
-    for template in docs[1:]:
+    """`kubectl create` of `docs` in their order, into `namespace`: the templates translate
+    writes first, then the pod; the pod as stored."""
+    *templates, pod = docs
+    for template in templates:
         plane.kubectl("create", "-n", namespace, "-f", "-", stdin=template)
-    return plane.create(namespace, docs[0])[0]
+    return plane.create(namespace, pod)[0]
 
 
 def same(a: list[Obj], b: list[Obj]) -> bool:
@@ -160,7 +161,7 @@ def test_an_offline_translation_stores_what_the_plugin_gives_the_pod(
     assert gpu_tolerations(original) == [GPU]
 
     docs, warnings = translated_offline({**pod, "metadata": {"name": "q"}}, untouched)
-    assert [d["kind"] for d in docs] == ["Pod", "ResourceClaimTemplate"]
+    assert [d["kind"] for d in docs] == ["ResourceClaimTemplate", "Pod"]
     assert [w.split(": ", 1)[1].split(" (")[0] for w in warnings] == ["toleration nvidia.com/gpu"]
     stored = create_all(with_plugin.plane, untouched, docs)
     assert stored["spec"]["resourceClaims"]
@@ -186,8 +187,8 @@ def test_the_toleration_lets_the_translated_pod_onto_a_tainted_gpu_node(
 
     # The same translated pod without the toleration: its claim could be allocated on the
     # node's second GPU, but the taint keeps it off.
-    bare = {**docs[0], "metadata": {"name": "without"}}
-    bare["spec"] = {k: v for k, v in docs[0]["spec"].items() if k != "tolerations"}
+    bare = {**docs[-1], "metadata": {"name": "without"}}
+    bare["spec"] = {k: v for k, v in docs[-1]["spec"].items() if k != "tolerations"}
     with_plugin.plane.create(namespace, bare)
 
     def refused() -> str | None:

@@ -164,7 +164,7 @@ def test_the_yaml_output_holds_what_the_json_output_does(body: bytes, comments: 
         return
     read = [d for d in yaml.safe_load_all(as_yaml) if d is not None]
     # as JSON writes them: NaN as null, timestamps as text
-    assert orjson.loads(orjson.dumps(read)) == as_json["documents"] + as_json["templates"]
+    assert orjson.loads(orjson.dumps(read)) == as_json["templates"] + as_json["documents"]
 
 
 @settings(FUZZ, max_examples=40)

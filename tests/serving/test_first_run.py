@@ -121,7 +121,7 @@ def test_a_policy_that_enables_gets_a_patch_and_translate_translates(
         "/spec/resourceClaims",
         "/metadata/annotations",
     }
-    assert [d["kind"] for d in translated] == ["Deployment", "ResourceClaimTemplate"]
+    assert [d["kind"] for d in translated] == ["ResourceClaimTemplate", "Deployment"]
 
 
 def test_serve_removes_the_certificate_directory_it_made(

@@ -168,7 +168,7 @@ def test_a_list_stays_a_list_with_its_items_translated(policy: Policy, catalog: 
     text = translate_text(
         yaml.safe_dump(dump), policy, catalog, namespace="ns", mode="enabled", output="yaml"
     )
-    assert [d["kind"] for d in yaml.safe_load_all(text.body)] == ["List", "ResourceClaimTemplate"]
+    assert [d["kind"] for d in yaml.safe_load_all(text.body)] == ["ResourceClaimTemplate", "List"]
 
 
 ARGO = {
@@ -249,11 +249,11 @@ def test_cli_translate_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["translate", "-f", str(ROOT / "examples/training-job.yaml")]) == 0
     out = capsys.readouterr()
     docs = list(yaml.safe_load_all(out.out))
-    assert [d["kind"] for d in docs] == ["Job", "ResourceClaimTemplate"]
-    spec = docs[0]["spec"]["template"]["spec"]
+    assert [d["kind"] for d in docs] == ["ResourceClaimTemplate", "Job"]
+    spec = docs[1]["spec"]["template"]["spec"]
     assert "nodeSelector" not in spec
     assert spec["initContainers"][0]["resources"] == {"claims": [{"name": "trainer-gpu"}]}
-    assert docs[1]["metadata"]["namespace"] == "ml"
+    assert docs[0]["metadata"]["namespace"] == "ml"
     # The toleration ExtendedResourceToleration gave the Job's pods, kept: and nothing else.
     gpu = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     assert spec["tolerations"] == [gpu]
@@ -320,7 +320,7 @@ def test_python_m_app_reads_stdin() -> None:
         check=True,
         cwd=ROOT,
     )
-    assert [d["kind"] for d in yaml.safe_load_all(done.stdout)] == ["Pod", "ResourceClaimTemplate"]
+    assert [d["kind"] for d in yaml.safe_load_all(done.stdout)] == ["ResourceClaimTemplate", "Pod"]
 
 
 # ---- large streams over several processes --------------------------------------------------
@@ -391,3 +391,45 @@ def test_an_error_in_a_later_piece_reads_as_usual(policy: Policy, catalog: Catal
 )
 def test_streams_that_must_stay_whole(text: str) -> None:
     assert _pieces(text, 4) == [text]
+
+
+def test_a_json_list_holds_the_templates_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`kubectl apply -f -` creates a List's items in order: each template before its users,
+    whose pods would otherwise wait for the claim controller's retry."""
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+        "  - {name: c, resources: {limits: {nvidia.com/gpu: 1}}}\n---\n"
+        "kind: ConfigMap\nmetadata: {name: c}\n"
+    )
+    assert main(["translate", "-f", str(path), "-o", "json"]) == 0
+    items = json.loads(capsys.readouterr().out)["items"]
+    assert [item["kind"] for item in items] == ["ResourceClaimTemplate", "Pod", "ConfigMap"]
+    claims = items[1]["spec"]["resourceClaims"]
+    assert claims[0]["resourceClaimTemplateName"] == items[0]["metadata"]["name"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '{"kind": "Pod",\n "metadata": {"name": "a",\n   "name": "b"}}',
+            "document 1: not valid JSON at line 3: key 'name' already set in this object at line 2",
+        ),
+        (
+            '[{"kind": "ConfigMap"},\n {"kind": "Pod", "kind": "Job"}]',
+            "document 1: not valid JSON at line 2: key 'kind' already set in this object at line 2",
+        ),
+        # a surrogate pair the YAML reader refuses: the key is named, without its lines
+        ('{"a": "\\ud83d\\ude00", "a": 1}', "document 1: not valid JSON: key 'a' set twice"),
+    ],
+)
+def test_json_that_sets_a_key_twice_is_refused(text: str, message: str) -> None:
+    """As the API server's strict decoding refuses it: else the last would win, silently."""
+    with pytest.raises(ManifestError) as refused:
+        load_documents(text)
+    assert str(refused.value).startswith(message)
+    # The same key in two objects is no duplicate.
+    assert len(load_documents('[{"kind": "Pod"}, {"kind": "Job"}]')) == 2
