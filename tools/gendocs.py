@@ -126,6 +126,12 @@ def cli_reference() -> str:
         out += _options(sub)
         if sub.epilog:
             out += ["", sub.epilog]
+        for nested, said, inner in _subcommands(sub):  # `nodes plan`, `nodes convert`
+            out += ["", f"### gpu2dra {name} {nested}", "", f"{said[:1].upper()}{said[1:]}.", ""]
+            out += ["```", _usage(inner), "```", ""]
+            out += _options(inner)
+            if inner.epilog:
+                out += ["", inner.epilog]
     return "\n".join(out) + "\n"
 
 

@@ -112,6 +112,12 @@ def parser() -> argparse.ArgumentParser:
     _add_completion(
         sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
     )
+    _add_nodes(
+        sub.add_parser(
+            "nodes",
+            help="plan and carry out moving GPU nodes from the device plugin to the DRA driver",
+        )
+    )
     _add_prune_templates(
         sub.add_parser(
             "prune-templates",
@@ -456,6 +462,78 @@ def _add_quota(quota: argparse.ArgumentParser) -> None:
     )
     quota.add_argument(
         "-f", "--filename", help="read ResourceQuotas from this YAML (- for stdin), not a cluster"
+    )
+
+
+def _add_nodes(nodes: argparse.ArgumentParser) -> None:
+    from app.core.conversion import PRESETS
+
+    nodes.epilog = (
+        "A node's GPUs are offered through one stack at a time; plan says which device-plugin "
+        "nodes to move for what enabled and audit namespaces lack, convert moves them one at a "
+        "time, resumable: docs/operations/node-pools.md."
+    )
+    sub = nodes.add_subparsers(dest="nodes_command", required=True, metavar="{plan,convert}")
+    plan = sub.add_parser(
+        "plan",
+        parents=[_cluster_options()],
+        help="which device-plugin nodes to convert for what enabled and audit namespaces lack",
+    )
+    _output(plan, ("text", "json", "yaml"))
+    plan.add_argument(
+        "--no-headers",
+        dest="headers",
+        action="store_false",
+        help="print the table without its header line",
+    )
+    convert = sub.add_parser(
+        "convert",
+        parents=[_cluster_options()],
+        help="cordon, drain, switch the GPU stack's labels, wait, uncordon (a dry run without "
+        "--apply)",
+    )
+    convert.add_argument("node", nargs="+", metavar="NODE", help="the nodes, one at a time")
+    convert.add_argument(
+        "--apply", action="store_true", help="convert; without it, only say each step"
+    )
+    convert.add_argument(
+        "--revert", action="store_true", help="back to the device plugin from the DRA driver"
+    )
+    convert.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default="gpu-operator",
+        help="the labels that choose each stack: the GPU Operator's "
+        "nvidia.com/gpu.deploy.device-plugin, or the standalone device plugin chart's "
+        "nvidia.com/device-plugin.deploy; both with nvidia.com/dra-driver.deploy for the DRA "
+        "driver chart's kubeletPlugin.nodeSelector",
+    )
+    convert.add_argument(
+        "--dra-labels",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE|KEY-",
+        help="the labels that run the DRA driver and stop the device plugin, instead of the "
+        "preset's; repeatable",
+    )
+    convert.add_argument(
+        "--plugin-labels",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE|KEY-",
+        help="the labels that run the device plugin and stop the DRA driver, instead of the "
+        "preset's; repeatable",
+    )
+    convert.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="seconds for the drain, and again for the node to offer its GPUs one way",
+    )
+    convert.add_argument(
+        "--all-pods",
+        action="store_true",
+        help="drain the node's pods without GPUs too (DaemonSets' pods always stay)",
     )
 
 

@@ -251,6 +251,41 @@ def _deviceclasses(args: argparse.Namespace) -> int:
     return run(kubeconfig=_kubeconfig(args), profiles=args.profiles)
 
 
+def _nodes(args: argparse.Namespace) -> int:
+    if args.nodes_command == "plan":
+        from app.plan.nodes.command import run as plan
+
+        return plan(
+            kubeconfig=_kubeconfig(args),
+            policy_file=args.policy,
+            output=args.output,
+            headers=args.headers,
+        )
+    from app.core.conversion import PRESETS, Stack, parse_labels
+    from app.maintain.nodes.command import run as convert
+
+    preset = PRESETS[args.preset]
+    try:
+        stack = Stack(
+            preset.name if not (args.dra_labels or args.plugin_labels) else "custom",
+            plugin_on=parse_labels(args.plugin_labels) or preset.plugin_on,
+            dra_on=parse_labels(args.dra_labels) or preset.dra_on,
+        )
+    except ValueError as err:
+        print(f"gpu2dra: nodes convert: {err}", file=sys.stderr)
+        return 1
+    return convert(
+        kubeconfig=_kubeconfig(args),
+        policy_file=args.policy,
+        nodes=args.node,
+        to="device-plugin" if args.revert else "dra",
+        stack=stack,
+        apply=args.apply,
+        timeout=args.timeout,
+        all_pods=args.all_pods,
+    )
+
+
 def _prune_templates(args: argparse.Namespace) -> int:
     from app.maintain.prune.command import run
 
@@ -307,6 +342,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "capacity": _capacity,
     "deviceclasses": _deviceclasses,
     "quota": _quota,
+    "nodes": _nodes,
     "prune-templates": _prune_templates,
     "version": _version,
     "completion": _completion,

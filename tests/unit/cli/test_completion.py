@@ -15,7 +15,7 @@ from app.cli.commands import main
 
 COMMANDS = {
     *("serve", "exporter", "translate", "certs", "doctor", "explain", "report", "impact"),
-    *("capacity", "deviceclasses", "quota", "prune-templates", "completion", "version"),
+    *("capacity", "deviceclasses", "quota", "prune-templates", "completion", "version", "nodes"),
 }
 
 
