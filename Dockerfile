@@ -46,4 +46,7 @@ ENV PATH=/opt/gpu2dra/bin:$PATH \
 COPY --from=build /opt/gpu2dra /opt/gpu2dra
 USER 65532:65532
 EXPOSE 8443
-ENTRYPOINT ["gpu2dra", "serve"]
+# The CLI: `serve` by default (the chart says it too); `docker run IMAGE translate -f -` and
+# the other commands work as well.
+ENTRYPOINT ["gpu2dra"]
+CMD ["serve"]

@@ -322,7 +322,8 @@ def test_deployment_is_hardened(helm: Path) -> None:
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert "podAntiAffinity" in pod["affinity"]
-    assert container["args"][:2] == ["--port=8443", "--cert=/etc/gpu2dra/tls/tls.crt"]
+    # The image's entrypoint is gpu2dra: the command comes first.
+    assert container["args"][:3] == ["serve", "--port=8443", "--cert=/etc/gpu2dra/tls/tls.crt"]
 
 
 def test_resources_request_cpu_and_memory_and_limit_only_memory(helm: Path) -> None:

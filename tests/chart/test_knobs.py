@@ -53,11 +53,11 @@ def test_image_from_registry_repository_tag_or_digest(helm: Path) -> None:
 
 def test_container_port(helm: Path) -> None:
     default = container(render_chart(helm))
-    assert default["args"][0] == "--port=8443"
+    assert default["args"][:2] == ["serve", "--port=8443"]
     assert default["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
     docs = render_setup(helm, "gke-private")
     gke = container(docs)
-    assert gke["args"][0] == "--port=10250"
+    assert gke["args"][:2] == ["serve", "--port=10250"]
     assert gke["ports"] == [{"name": "https", "containerPort": 10250, "protocol": "TCP"}]
     # the Service and the probes follow the port by its name
     (port,) = of_kind(docs, "Service")["spec"]["ports"]

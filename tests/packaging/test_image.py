@@ -1,4 +1,5 @@
-"""The container image recipe: hadolint-clean, multi-stage, non-root, `gpu2dra serve`."""
+"""The container image recipe: hadolint-clean, multi-stage, non-root, the `gpu2dra` CLI that
+serves by default."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def test_final_stage() -> None:
     assert "apt-get" not in final and "pip install" not in final  # no toolchain, no builds
     assert "USER 65532:65532" in final
     assert "PYTHONDONTWRITEBYTECODE=1" in final
-    assert final.rstrip().endswith('ENTRYPOINT ["gpu2dra", "serve"]')
+    # The CLI, serving by default: `docker run IMAGE translate -f -` runs another command.
+    assert final.rstrip().endswith('ENTRYPOINT ["gpu2dra"]\nCMD ["serve"]')
     assert final.startswith("${BASE}\nARG BASE\n")
     assert 'org.opencontainers.image.base.name="${BASE}"' in final
 
