@@ -97,6 +97,10 @@ HABITS = [
     "`capacity`), `-o wide` adds the columns left out by default (each command's `-o` says "
     "which) and `--no-headers` drops the header lines. `prune-templates` says what it does a "
     "line a template, as `kubectl delete` does: no table.",
+    "",
+    "`gpu2dra` with no arguments and its stdin not a terminal is `gpu2dra translate` (the "
+    "default policy, stdin to stdout), as Helm 3 runs `--post-renderer gpu2dra`; at a "
+    "terminal it says how it is used.",
 ]
 
 

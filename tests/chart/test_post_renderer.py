@@ -1,7 +1,7 @@
 """`gpu2dra translate` where charts and overlays are rendered: as Helm's post-renderer (`helm
-template --post-renderer gpu2dra --post-renderer-args translate` pipes the rendered chart
-through `gpu2dra translate`, which with no other argument reads stdin and writes stdout), and
-after `kubectl kustomize`."""
+template --post-renderer gpu2dra`, with no arguments, pipes the rendered chart through gpu2dra,
+which then translates stdin to stdout; `--post-renderer-args translate` and its options say
+more), and after `kubectl kustomize`."""
 
 from __future__ import annotations
 
@@ -78,6 +78,25 @@ def test_helm_post_renderer_translates_the_chart_and_leaves_the_rest_as_rendered
     # The ConfigMap comes back as Helm rendered it, its comment kept.
     config = plain.stdout.split("# Source: app/templates/config.yaml\n")[1].split("---")[0]
     assert config in done.stdout and "# named after the release" in config
+
+
+def test_helm_post_renderer_with_no_arguments(helm: Path, tmp_path: Path) -> None:
+    """`--post-renderer gpu2dra` alone, as Helm 3 documents post-renderers: gpu2dra, run with
+    no arguments and the rendered chart on stdin, translates it with the default policy."""
+    chart = tmp_path / "app"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text(CHART_YAML)
+    (chart / "templates" / "config.yaml").write_text(CONFIG)
+    (chart / "templates" / "train.yaml").write_text(TRAIN)
+    renderer = tmp_path / "gpu2dra"
+    renderer.write_text(f'#!/bin/sh\ncd {REPO_ROOT} && exec {sys.executable} -m app "$@"\n')
+    renderer.chmod(0o755)
+    done = _helm(helm, chart, "--post-renderer", str(renderer))
+    assert done.returncode == 0, done.stderr
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    assert [d["kind"] for d in docs] == ["ResourceClaimTemplate", "ConfigMap", "Job"]
+    pod = docs[2]["spec"]["template"]["spec"]
+    assert pod["resourceClaims"][0]["resourceClaimTemplateName"] == docs[0]["metadata"]["name"]
 
 
 def test_helm_fails_with_strict_when_a_gpu_pod_would_be_left(helm: Path, tmp_path: Path) -> None:
