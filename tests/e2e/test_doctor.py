@@ -46,6 +46,7 @@ EVERY_CHECK = (
     "deviceclasses",
     "resourceslices",
     "coexistence",
+    "conversions",
     "sharing",
     "webhooks",
     "webhook-tls",

@@ -21,7 +21,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.e2e.inspecting import Obj, gpu2dra, pod_template
+from tests.e2e.inspecting import Obj, doctor, gpu2dra, pod_template
 from tests.support.cluster import (
     allocated_devices,
     create_namespace,
@@ -243,6 +243,11 @@ def test_a_node_converts_resumes_after_a_budget_and_reverts(
     assert json.loads(node["metadata"]["annotations"]["gpu2dra.io/conversion"])["done"] == "cordon"
     assert node["metadata"]["labels"][PLUGIN] == "true"  # never switched
     assert "Gpu2draDrainStuck" in events_of(api_client, a)
+    _, checks = doctor(control_plane)
+    assert checks["conversions"]["status"] == "WARN"
+    assert f"mid-conversion, cordoned: {a}" in checks["conversions"]["summary"]
+    report = gpu2dra(kubeconfig, "report", "-A", check=0).stdout
+    assert f"  node {a}: converting to the DRA driver (after cordon, since " in report
 
     # Once it allows one, the same command resumes where it stopped.
     client.PolicyV1Api(api_client).patch_namespaced_pod_disruption_budget(

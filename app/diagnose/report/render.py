@@ -86,6 +86,10 @@ def _rollout_lines(report: Report) -> list[str]:
                 f"  {number}. {name} ({n.mode}, {len(n.workloads)} workload(s), {issues}): "
                 f"kubectl label namespace {name} {MODE_LABEL}={step} --overwrite"
             )
+    if report.converting:
+        lines.append("")
+        lines.append("nodes mid-conversion (gpu2dra nodes convert: resume it, or --revert):")
+        lines.extend(f"  {said}" for said in report.converting)
     lines.extend(f"cannot read {what}" for what in report.unreadable)
     return lines
 

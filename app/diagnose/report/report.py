@@ -76,6 +76,7 @@ class Report:
     namespaces: list[Namespace]
     rollout: list[str]  # namespaces not enabled yet, the ones that translate cleanly first
     unreadable: list[str]  # what could not be read, and why
+    converting: list[str] = field(default_factory=list)  # nodes `nodes convert` left mid-way
 
 
 def _replicas(obj: Obj) -> int | None:

@@ -11,6 +11,7 @@ from app.core.policy import Policy
 from app.diagnose.doctor.checks.capacity import check_autoscaling, check_capacity
 from app.diagnose.doctor.checks.cluster import (
     check_coexistence,
+    check_conversions,
     check_deviceclasses,
     check_kubernetes,
     check_resourceslices,
@@ -35,6 +36,7 @@ CHECKS: dict[str, Callable[[Facts, Policy], Verdict]] = {
     "deviceclasses": check_deviceclasses,
     "resourceslices": check_resourceslices,
     "coexistence": check_coexistence,
+    "conversions": check_conversions,
     "sharing": check_sharing,
     "webhooks": check_webhooks,
     "webhook-tls": check_webhook_tls,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from app.core.conversion import describe, state_of
 from app.core.kube import RESOURCE_GROUP, Obj
 from app.core.policy import Policy
 from app.diagnose.doctor.checks.verdict import Verdict, unreadable
@@ -190,4 +191,22 @@ def check_coexistence(facts: Facts, policy: Policy) -> Verdict:
         "PASS",
         f"no node offers GPUs both ways ({len(plugin)} through the device plugin, "
         f"{len(dra)} through DRA)",
+    )
+
+
+def check_conversions(facts: Facts, policy: Policy) -> Verdict:
+    """Nodes `gpu2dra nodes convert` left mid-way (the state it keeps on each node): cordoned,
+    their GPUs offered by neither stack, or by both, until it is finished or reverted."""
+    nodes = facts.nodes
+    if isinstance(nodes, ReadError):
+        return unreadable(nodes)
+    found = [(n["metadata"]["name"], s) for n in nodes if (s := state_of(n)) is not None]
+    if not found:
+        return Verdict("PASS", "no node is mid-conversion (gpu2dra nodes convert)")
+    return Verdict(
+        "WARN",
+        f"{len(found)} node(s) mid-conversion, cordoned: {', '.join(n for n, _ in found)}",
+        "resume with `gpu2dra nodes convert NODE --apply` (the same preset), or go back with "
+        "`--revert` (docs/operations/node-pools.md)",
+        tuple(f"node {name}: {describe(state)}" for name, state in found),
     )

@@ -319,3 +319,23 @@ def test_sharing(published: Any, policy: Any, status: str, says: str, detail: st
     assert says in check.summary, check.summary
     assert not detail or any(detail in d for d in check.details), check.details
     assert (check.fix != "") == (status == "WARN")
+
+
+def test_conversions_name_the_nodes_left_mid_way() -> None:
+    from app.core.conversion import ANNOTATION, State
+    from app.diagnose.doctor.checks.cluster import check_conversions
+
+    state = State("dra", "drain", "gpu-operator", "2026-12-04T10:00:00Z")
+    nodes: list[dict[str, Any]] = [
+        {"metadata": {"name": "a", "annotations": {ANNOTATION: state.text()}}},
+        {"metadata": {"name": "b", "annotations": {ANNOTATION: "not json"}}},
+        {"metadata": {"name": "c"}},
+    ]
+    check = check_conversions(Facts(nodes=nodes), POLICY)
+    assert (check.status, check.summary) == ("WARN", "1 node(s) mid-conversion, cordoned: a")
+    assert check.details == (
+        "node a: converting to the DRA driver (after drain, since 2026-12-04T10:00:00Z)",
+    )
+    assert CHECKS["conversions"] is check_conversions
+    assert check_conversions(Facts(nodes=nodes[2:]), POLICY).status == "PASS"
+    assert check_conversions(Facts(nodes=ReadError("403")), POLICY).status == "WARN"

@@ -345,3 +345,13 @@ def test_wide_adds_what_translation_does_and_the_codes_and_no_headers_drops_the_
     bare = render_table(report, headers=False).splitlines()
     assert bare == plain[1:]  # the same columns, lined up as with the header
     assert render_csv(report, headers=False).splitlines() == render_csv(report).splitlines()[1:]
+
+
+def test_nodes_mid_conversion_are_shown_after_the_workloads() -> None:
+    said = "node a: converting to the DRA driver (after drain, since 2026-12-04T10:00:00Z)"
+    report = replace(build([], [], POLICY, CATALOG), converting=[said])
+    assert render_table(report).splitlines()[-2:] == [
+        "nodes mid-conversion (gpu2dra nodes convert: resume it, or --revert):",
+        f"  {said}",
+    ]
+    assert json.loads(render_json(report))["converting"] == [said]
