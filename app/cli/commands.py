@@ -353,6 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     from app.readers.client import ReadError
 
     command_line = parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    if not argv and sys.stdin is not None and not sys.stdin.isatty():
+        # Helm 3 runs `--post-renderer gpu2dra` with no arguments, the rendered manifests on
+        # stdin, and reads them back from stdout: translate them, with the default policy.
+        argv = ["translate"]
     args = command_line.parse_args(argv)
     if args.command == "serve" and (args.cert is None) != (args.key is None):
         command_line.error("serve: --cert and --key go together")
