@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Build the real node of tests/e2e/test_node.py into ${GPU2DRA_BIN:-<repo>/.bin}/node:
 #   containerd, containerd-shim-runc-v2, ctr   containerd v2 with CDI (containerd/go.mod)
-#   v<major>.<minor>/kubelet,                  the kubelet and the fake NVIDIA DRA plugin of
-#   v<major>.<minor>/gpu-kubelet-plugin        each release: plugin/go.mod (the newest) and
-#                                              plugin/v*.mod (older ones, built with -modfile)
+#   v<major>.<minor>/kubelet,                  the kubelet, the fake NVIDIA DRA plugin and the
+#   v<major>.<minor>/gpu-kubelet-plugin,       fake NVIDIA device plugin (plugin/gpu-device-
+#   v<major>.<minor>/gpu-device-plugin         plugin/) of each release: plugin/go.mod (the
+#                                              newest) and plugin/v*.mod (older ones, built
+#                                              with -modfile)
 #   images/pause.tar, images/busybox.tar       localhost/pause:1 and localhost/busybox:1
 # and installs what it needs from Debian when missing (runc, the CNI plugins, a static
 # busybox, umoci, skopeo, gcc; root only). Go builds use only the Go module proxy.
 # A release is one file: `plugin/update-gomod.sh 1.37.2` regenerates plugin/go.mod,
 # `plugin/update-gomod.sh 1.34.4 v1.34.mod` an older one. Unchanged inputs: a no-op (the stamp
-# covers the Go modules, the plugin's sources, pause.c, this script and `go version`).
+# covers the Go modules, the plugins' sources, pause.c, this script and `go version`).
 set -euo pipefail
 started="${EPOCHREALTIME:-$(date +%s)}"
 elapsed() { awk -v a="$started" -v b="${EPOCHREALTIME:-$(date +%s)}" 'BEGIN {printf "%.2fs", b - a}'; }
@@ -19,7 +21,7 @@ repo="$(cd "$here/../.." && pwd)"
 bin="${GPU2DRA_BIN:-$repo/.bin}/node"
 stamp="$bin/.stamp"
 binaries=(containerd containerd-shim-runc-v2 ctr)
-kubelet_binaries=(kubelet gpu-kubelet-plugin)
+kubelet_binaries=(kubelet gpu-kubelet-plugin gpu-device-plugin)
 images=(pause busybox)
 # Debian packages, each with a file that shows it is installed.
 declare -A packages=(
@@ -45,7 +47,7 @@ for modfile in "${modfiles[@]}"; do
     releases+=("${BASH_REMATCH[1]}")
 done
 want="$({ cat build.sh pause.c containerd/go.mod containerd/go.sum plugin/*.mod plugin/*.sum \
-    plugin/*.go; echo "$toolchain"; } | sha256 | cut -d' ' -f1)"
+    plugin/*.go plugin/*/*.go; echo "$toolchain"; } | sha256 | cut -d' ' -f1)"
 
 all_present() {
     local name
@@ -86,7 +88,7 @@ echo "building containerd $containerd_version ($(elapsed))"
     -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version" \
     -o "$bin/" github.com/containerd/containerd/v2/cmd/{containerd,containerd-shim-runc-v2,ctr})
 
-# build_kubelet MODFILE RELEASE: the kubelet and gpu-kubelet-plugin of MODFILE's release.
+# build_kubelet MODFILE RELEASE: the kubelet and both plugins of MODFILE's release.
 build_kubelet() {
     local modfile="${1#plugin/}" release="$2" version major minor ldflags tags="" pkg
     version="$(kubernetes_version "plugin/$modfile")"
@@ -100,10 +102,10 @@ build_kubelet() {
     done
     # k8s.io/dynamic-resource-allocation v0.37 added DRAPlugin.WatchHealthStatus (plugin/health.go).
     ((minor < 37)) && tags="k8s_pre137"
-    echo "building kubelet $version and gpu-kubelet-plugin into $release/ ($(elapsed))"
+    echo "building kubelet $version, gpu-kubelet-plugin and gpu-device-plugin into $release/ ($(elapsed))"
     mkdir -p "$bin/$release"
     (cd plugin && go build -modfile="$modfile" -mod=readonly -trimpath -tags "$tags" \
-        -ldflags "$ldflags" -o "$bin/$release/" k8s.io/kubernetes/cmd/kubelet .)
+        -ldflags "$ldflags" -o "$bin/$release/" k8s.io/kubernetes/cmd/kubelet . ./gpu-device-plugin)
 }
 for i in "${!modfiles[@]}"; do build_kubelet "${modfiles[$i]}" "${releases[$i]}"; done
 # Before each release had its own folder, one kubelet and plugin lay in $bin itself.

@@ -1,15 +1,18 @@
 """A real node for the end-to-end tests: containerd, runc, the kubelet and a fake NVIDIA DRA
-kubelet plugin (tests/node/plugin), all host processes, joined to the e2e control plane.
+kubelet plugin (tests/node/plugin), all host processes, joined to the e2e control plane; or,
+with `daemonsets`, a fake NVIDIA device plugin and the DRA plugin, each run while the node's
+labels select it (DaemonSets).
 
-tests/node/build.sh builds them into <GPU2DRA_BIN or .bin>/node, the kubelet and the plugin
+tests/node/build.sh builds them into <GPU2DRA_BIN or .bin>/node, the kubelet and the plugins
 once per Kubernetes release (node/v1.37/kubelet): a node joins a control plane of its own
 release, as the version-skew policy forbids a kubelet newer than its apiserver.
 RealNode.start() writes the configurations under work_dir, starts containerd (CRI with CDI
 on), imports the local pause and busybox images, starts the kubelet as REAL_NODE_NAME and the
 plugin with the device inventory it is given, and waits until the Node is Ready and its
-ResourceSlice is published. stop() removes what the node ran and wrote: the pods' containers,
-every process it started (by PID), the mounts under work_dir, and the paths outside it that
-the kubelet, containerd and CNI create (only those that did not exist before start).
+ResourceSlice is published (with `daemonsets`: until it offers nvidia.com/gpu). stop()
+removes what the node ran and wrote: the pods' containers, every process it started (by
+PID), the mounts under work_dir, and the paths outside it that the kubelet, containerd and CNI
+create (only those that did not exist before start).
 
 Needs root and Linux. The node uses the machine's own non-loopback IPv4 address (the kubelet
 rejects a loopback node IP), the kubelet's fixed ports 10250 and 10248, a bridge named
@@ -26,6 +29,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -39,7 +43,9 @@ Obj = dict[str, Any]
 
 BUILD_HINT = "tests/node/build.sh"
 NODE_BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr")
-RELEASE_BINARIES = ("kubelet", "gpu-kubelet-plugin")  # in bin_dir/<release>
+DRA_PLUGIN = "gpu-kubelet-plugin"
+DEVICE_PLUGIN = "gpu-device-plugin"
+RELEASE_BINARIES = ("kubelet", DRA_PLUGIN, DEVICE_PLUGIN)  # in bin_dir/<release>
 IMAGES = ("pause", "busybox")
 PAUSE_IMAGE = "localhost/pause:1"
 BUSYBOX_IMAGE = "localhost/busybox:1"
@@ -49,6 +55,14 @@ NODE_BRIDGE = "gpu2dra0"
 POD_SUBNET = "10.88.0.0/16"
 KUBELET_PORT = 10250
 DRIVER = "gpu.nvidia.com"
+# The node selectors of the GPU Operator's device plugin DaemonSet and of the DRA driver chart's
+# kubelet plugin as gpu2dra's gpu-operator preset sets them (app/core/conversion.py).
+SELECTORS = {
+    DEVICE_PLUGIN: ("nvidia.com/gpu.deploy.device-plugin", "true"),
+    DRA_PLUGIN: ("nvidia.com/dra-driver.deploy", "true"),
+}
+# The kubelet's device manager listens here whatever its --root-dir.
+DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 CONTAINERD_NAMESPACE = "k8s.io"
 # Written by the kubelet, containerd or CNI whatever their configured directories: removed at
 # stop when they did not exist at start.
@@ -121,7 +135,7 @@ def _die_with_parent() -> None:
 
 
 class RealNode:
-    """containerd + kubelet + gpu-kubelet-plugin in work_dir; logs in work_dir/logs."""
+    """containerd + kubelet + the plugins in work_dir; logs in work_dir/logs."""
 
     def __init__(
         self,
@@ -136,11 +150,15 @@ class RealNode:
         start_timeout: float = 120.0,
         pod_network: bool = False,
         consumable_shares: str = "",
+        daemonsets: bool = False,
     ) -> None:
         """`pod_network`: pods reach the host and the API server, as the chart's webhook
         pods must (the host routes to pod IPs through the bridge, pods route through it, and
         SERVICE_IP:443 on the host relays to the API server). `release`: the control plane's,
-        e.g. "v1.34", whose kubelet and plugin run."""
+        e.g. "v1.34", whose kubelet and plugins run. `daemonsets`: the node registers with the
+        GPU Operator's device-plugin label and DaemonSets runs each plugin while the node's
+        labels select it (so it starts on the device plugin, offering nvidia.com/gpu);
+        otherwise the DRA plugin runs from start to stop."""
         self.bin_dir = bin_dir
         self.release = release
         self.work_dir = work_dir
@@ -155,6 +173,8 @@ class RealNode:
         self._service_ip_added = False
         # The plugin's --consumable-shares: its devices shared as the NVIDIA driver shares them.
         self.consumable_shares = consumable_shares
+        self.daemonsets: DaemonSets | None = None
+        self._follow_labels = daemonsets
         self.ip = ""
         self.log_dir = work_dir / "logs"
         self.pod_logs = work_dir / "pod-logs"
@@ -194,7 +214,10 @@ class RealNode:
             self._start_containerd()
             self._import_images()
             self._start_kubelet()
-            self._start_plugin()
+            if self._follow_labels:
+                self.daemonsets = DaemonSets(self)
+            else:
+                self._spawn(DRA_PLUGIN, self.plugin_args(DRA_PLUGIN))
             self._wait_ready()
         except BaseException:
             self.stop()
@@ -225,8 +248,14 @@ class RealNode:
         return self.bin_dir / (f"{self.release}/{name}" if name in RELEASE_BINARIES else name)
 
     def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        process = self.popen(name, args)
+        self._processes.append((name, process))
+        return process
+
+    def popen(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        """Start one of the node's binaries, its output appended to logs/<name>.log."""
         with (self.log_dir / f"{name}.log").open("ab") as log:
-            process = subprocess.Popen(
+            return subprocess.Popen(
                 [str(self._binary(name)), *args],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -235,8 +264,6 @@ class RealNode:
                 env=self._env(),
                 preexec_fn=_die_with_parent,
             )
-        self._processes.append((name, process))
-        return process
 
     def _start_containerd(self) -> None:
         d = self._containerd_dir
@@ -361,28 +388,44 @@ state = "{d / "state"}"
                 f"--cert-dir={root / 'pki'}",
                 f"--hostname-override={self.name}",
                 f"--node-ip={self.ip}",
+                *self._node_labels(),
                 "--v=2",
             ],
         )
 
-    def _start_plugin(self) -> None:
+    def _node_labels(self) -> list[str]:
+        """With daemonsets, the label the GPU Operator gives a GPU node: its device plugin."""
+        if not self._follow_labels:
+            return []
+        key, value = SELECTORS[DEVICE_PLUGIN]
+        return [f"--node-labels={key}={value}"]
+
+    def plugin_args(self, name: str) -> list[str]:
+        """The arguments of DRA_PLUGIN or DEVICE_PLUGIN: both read the node's inventory."""
         inventory = self.work_dir / "devices.json"
         inventory.write_text(json.dumps(self.devices, indent=2))
-        self._spawn(
-            "gpu-kubelet-plugin",
-            [
-                # The node's identity, not the admin's: the Node authorizer lets it publish
-                # this node's ResourceSlices and read the claims of the pods bound here.
-                f"--kubeconfig={self.work_dir / 'kubelet.kubeconfig'}",
-                f"--node-name={self.name}",
+        if name == DEVICE_PLUGIN:
+            return [
                 f"--devices={inventory}",
-                f"--cdi-dir={self.cdi_dir}",
-                f"--registrar-dir={self.kubelet_root / 'plugins_registry'}",
-                f"--plugin-dir={self.kubelet_root / 'plugins' / DRIVER}",
-                *self._sharing_flags(),
+                f"--device-plugin-dir={DEVICE_PLUGIN_DIR}",
                 "--v=4",
-            ],
-        )
+            ]
+        return [
+            # The node's identity, not the admin's: the Node authorizer lets it publish
+            # this node's ResourceSlices and read the claims of the pods bound here.
+            f"--kubeconfig={self.work_dir / 'kubelet.kubeconfig'}",
+            f"--node-name={self.name}",
+            f"--devices={inventory}",
+            f"--cdi-dir={self.cdi_dir}",
+            f"--registrar-dir={self.kubelet_root / 'plugins_registry'}",
+            f"--plugin-dir={self.kubelet_root / 'plugins' / DRIVER}",
+            *self._sharing_flags(),
+            "--v=4",
+        ]
+
+    def whole_gpus(self) -> list[Obj]:
+        """The inventory's whole GPUs: what the device plugin advertises."""
+        return [d for d in self.devices if d["attributes"].get("type", {}).get("string") == "gpu"]
 
     def _sharing_flags(self) -> list[str]:
         return [f"--consumable-shares={self.consumable_shares}"] if self.consumable_shares else []
@@ -407,6 +450,15 @@ state = "{d / "state"}"
         # The TaintNodesByCondition admission plugin taints a new Node not-ready; the
         # node-lifecycle controller that would lift it is off in the e2e control plane.
         core.patch_node(self.name, {"spec": {"taints": None}})
+        if self._follow_labels:
+            gpus = str(len(self.whole_gpus()))
+
+            def advertised() -> bool:
+                allocatable = core.read_node(self.name).status.allocatable or {}
+                return allocatable.get("nvidia.com/gpu") == gpus
+
+            self._wait(DEVICE_PLUGIN, advertised, f"nvidia.com/gpu: {gpus} on {self.name}")
+            return
         custom = client.CustomObjectsApi(self.api)
 
         def published() -> bool:
@@ -419,7 +471,7 @@ state = "{d / "state"}"
             names = {d["name"] for s in slices for d in s["spec"].get("devices", [])}
             return names == {d["name"] for d in self.devices}
 
-        self._wait("gpu-kubelet-plugin", published, f"the ResourceSlice of {self.name}")
+        self._wait(DRA_PLUGIN, published, f"the ResourceSlice of {self.name}")
 
     def _wait(self, name: str, probe: Callable[[], bool], what: str) -> None:
         """Poll probe until true; fail early when any of the node's processes exited."""
@@ -431,6 +483,8 @@ state = "{d / "state"}"
                         f"{process_name} exited with {process.returncode} while waiting for "
                         f"{what}:\n{self.log_tail(process_name)}"
                     )
+            if self.daemonsets is not None and self.daemonsets.failed:
+                raise NodeError(f"the DaemonSets' stand-in failed: {self.daemonsets.failed}")
             with contextlib.suppress(Exception):
                 if probe():
                     return
@@ -457,7 +511,10 @@ state = "{d / "state"}"
         processes = dict(self._processes)
         if "kubelet" in processes and processes["kubelet"].poll() is None:
             self._delete_pods()
-        for name in ("gpu-kubelet-plugin", "kubelet"):
+        if self.daemonsets is not None:
+            self.daemonsets.close(timeout)
+            self.daemonsets = None
+        for name in (DRA_PLUGIN, "kubelet"):
             if name in processes:
                 _terminate(processes[name], timeout)
         if "containerd" in processes and processes["containerd"].poll() is None:
@@ -576,6 +633,75 @@ state = "{d / "state"}"
                 )
         with contextlib.suppress(Exception):
             client.CoreV1Api(self.api).delete_node(self.name)
+
+
+class DaemonSets:
+    """A stand-in for the NVIDIA device plugin's and the DRA driver's DaemonSets on one real
+    node: each plugin runs while the node's labels match its node selector (SELECTORS), is
+    started again when it exits (as its pod would be restarted), and gets SIGTERM when they no
+    longer match (as the DaemonSet controller deletes a pod its node no longer selects).
+
+    What a stopped plugin leaves is the kubelet's to clean up, as on a real node: the device
+    plugin's GPUs turn unhealthy at once (allocatable nvidia.com/gpu 0; capacity follows five
+    minutes later), and the DRA driver's ResourceSlices are deleted 30 s after it unregisters
+    (its plugin does not delete them on its way out)."""
+
+    def __init__(self, node: RealNode, *, poll: float = 0.5) -> None:
+        self.node = node
+        self.poll = poll
+        self.running: dict[str, subprocess.Popen[bytes]] = {}
+        self.events: list[str] = []  # "gpu-device-plugin started", ... in order
+        self.failed: list[str] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="daemonsets", daemon=True)
+        self._thread.start()
+
+    def plugins(self) -> list[str]:
+        """The plugins running now."""
+        with self._lock:
+            return sorted(n for n, p in self.running.items() if p.poll() is None)
+
+    def _run(self) -> None:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        core = client.CoreV1Api(self.node.api)
+        while not self._stop.is_set():
+            labels: dict[str, str] | None = None
+            try:
+                labels = core.read_node(self.node.name).metadata.labels or {}
+            except ApiException:
+                pass  # not registered yet, or the API server busy: the next round sees it
+            except Exception as error:  # a stand-in that stops would hang the test
+                self.failed.append(repr(error))
+            if labels is not None:
+                with self._lock:
+                    if not self._stop.is_set():
+                        self._follow(labels)
+            self._stop.wait(self.poll)
+
+    def _follow(self, labels: dict[str, str]) -> None:
+        for name, (key, value) in SELECTORS.items():
+            selected = labels.get(key) == value
+            process = self.running.get(name)
+            if selected and (process is None or process.poll() is not None):
+                if process is not None:
+                    self.events.append(f"{name} exited with {process.returncode}")
+                self.running[name] = self.node.popen(name, self.node.plugin_args(name))
+                self.events.append(f"{name} started")
+            elif not selected and process is not None:
+                _terminate(process, 10.0)
+                del self.running[name]
+                self.events.append(f"{name} stopped")
+
+    def close(self, timeout: float) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+        with self._lock:
+            for process in self.running.values():
+                _terminate(process, timeout)
+            self.running.clear()
 
 
 def _kubepods_cgroups() -> list[Path]:

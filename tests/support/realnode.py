@@ -34,10 +34,11 @@ def running_node(
     *,
     pod_network: bool = False,
     consumable_shares: str = "",
+    daemonsets: bool = False,
 ) -> Iterator[RealNode]:
     """containerd + kubelet + the fake NVIDIA DRA plugin, joined as REAL_NODE_NAME (with
-    RealNode's `pod_network` and `consumable_shares`); fails in CI (skips elsewhere, saying
-    why) where it cannot run."""
+    RealNode's `pod_network`, `consumable_shares` and `daemonsets`); fails in CI (skips
+    elsewhere, saying why) where it cannot run."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         missing("a real node needs Linux and root (mounts, cgroups, network namespaces)")
     bin_dir = find_bin_dir() / "node"
@@ -59,6 +60,7 @@ def running_node(
         api=api_client,
         pod_network=pod_network,
         consumable_shares=consumable_shares,
+        daemonsets=daemonsets,
     )
     started = False
     try:
