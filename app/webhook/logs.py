@@ -1,4 +1,5 @@
-"""Structured logs: one JSON object a line, carrying the admission request's uid."""
+"""Structured logs: one JSON object a line, carrying the admission request's uid; or text, the
+same fields as key=value after the message."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ FIELDS = (
     "kind",
     "operation",
     "result",
+    "codes",  # the outcome codes of an answer's warnings (docs/reference/outcomes.md)
     "ms",
     "endpoint",
     "template",
@@ -54,12 +56,37 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry).decode()
 
 
+class TextFormatter(logging.Formatter):
+    """`time level logger message key=value ...` (logfmt's pairs): the fields the JSON lines
+    carry, in the same order; a value with a space, `"` or `=` is quoted, a list is joined with
+    commas."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        head, newline, rest = line.partition("\n")  # a traceback stays below the fields
+        pairs = [
+            f"{name}={_text(value)}"
+            for name in FIELDS
+            if (value := record.__dict__.get(name)) is not None
+        ]
+        return " ".join([head, *pairs]) + newline + rest
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        value = ",".join(str(v) for v in value)
+    said = str(value)  # empty: `codes=`, as logfmt writes it
+    if any(c.isspace() or c in '"=' for c in said):
+        return orjson.dumps(said).decode()
+    return said
+
+
 def configure(level: str, fmt: str) -> None:
     handler = logging.StreamHandler()
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from app.core.policy import load_policy
 from app.webhook.application import create_app
+from app.webhook.logs import JsonFormatter, TextFormatter
 from app.webhook.settings import Settings
 from tests.support.fake import FakeCluster
 from tests.support.pods import container, gpu
@@ -331,6 +332,30 @@ def test_not_synced_admits_unchanged(client: TestClient, cluster: FakeCluster) -
     }
     metrics = client.get("/metrics").text
     assert 'gpu2dra_outcomes_total{code="not-synced",kind="left"} 1.0' in metrics
+
+
+def test_an_answer_with_warnings_is_logged_with_its_codes(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/operations/logs.md: uid, namespace, kind, operation, result, codes and ms, in the
+    JSON lines and the text ones alike."""
+    caplog.set_level(logging.INFO, "gpu2dra")
+    left = {"metadata": {"name": "p"}, "spec": {"containers": [container("c", gpu(2), gpu(1))]}}
+    client.post("/mutate", content=review_body(left))
+    (record,) = [r for r in caplog.records if r.name == "gpu2dra"]
+    entry = orjson.loads(JsonFormatter().format(record))
+    assert {k: entry[k] for k in ("uid", "namespace", "kind", "operation", "result", "codes")} == {
+        "uid": "abc",
+        "namespace": "ml",
+        "kind": "Pod",
+        "operation": "CREATE",
+        "result": "allowed",
+        "codes": ["request-not-limit"],
+    }
+    assert entry["ms"] >= 0
+    text = TextFormatter().format(record)
+    assert " uid=abc namespace=ml kind=Pod operation=CREATE result=allowed " in text
+    assert " codes=request-not-limit ms=" in text
 
 
 def test_outcomes_are_counted_by_code(client: TestClient) -> None:
