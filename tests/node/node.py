@@ -662,17 +662,23 @@ class DaemonSets:
         with self._lock:
             return sorted(n for n, p in self.running.items() if p.poll() is None)
 
-    def _run(self) -> None:
+    def read_labels(self) -> dict[str, str] | None:
+        """The node's labels; None while they cannot be read (not registered yet, or the API
+        server busy: the next round sees them)."""
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
-        core = client.CoreV1Api(self.node.api)
+        try:
+            node = client.CoreV1Api(self.node.api).read_node(self.node.name)
+        except ApiException:
+            return None
+        return dict(node.metadata.labels or {})
+
+    def _run(self) -> None:
         while not self._stop.is_set():
             labels: dict[str, str] | None = None
             try:
-                labels = core.read_node(self.node.name).metadata.labels or {}
-            except ApiException:
-                pass  # not registered yet, or the API server busy: the next round sees it
+                labels = self.read_labels()
             except Exception as error:  # a stand-in that stops would hang the test
                 self.failed.append(repr(error))
             if labels is not None:
