@@ -3,7 +3,8 @@
 # (a folder tests/k8s/v<major>.<minor> with the go.mod that update-gomod.sh wrote; today v1.37,
 # the newest, and v1.34, the oldest gpu2dra supports): etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler and kubectl into <bin>/<release>/. Then helm, once,
-# into <bin>/. <bin> is ${GPU2DRA_BIN:-<repo>/.bin}.
+# into <bin>/, and Helm 4 as <bin>/helm4 (its post-renderers are plugins: helm-plugin/). <bin>
+# is ${GPU2DRA_BIN:-<repo>/.bin}.
 #   bash tests/k8s/build.sh              # every release
 #   bash tests/k8s/build.sh v1.37        # only the releases named (and helm)
 # A release builds the `tool` lines of its go.mod: each k8s.io/kubernetes/cmd/<name> becomes
@@ -11,7 +12,7 @@
 #   cd tests/k8s/v1.37 && go mod edit -tool=k8s.io/kubernetes/cmd/kubelet && go mod tidy
 # Only Go and the Go module proxy are needed.
 # Cold (empty Go caches, 2 cores): ~14 min for all (v1.37 ~8 min, then v1.34 ~5 min, helm
-# ~1.5 min); with warm caches ~1.5 min into an empty .bin; unchanged: a no-op.
+# ~1.5 min, helm4 ~2.5 min); with warm caches ~1.5 min into an empty .bin; unchanged: a no-op.
 # Each release has its own stamp, over its go.mod, go.sum, this script and `go version` (a new
 # toolchain rebuilds); helm's covers this script, the newest release and `go version`.
 set -euo pipefail
@@ -20,6 +21,7 @@ started="$(now)"
 elapsed() { awk -v a="${1:-$started}" -v b="$(now)" 'BEGIN {printf "%.2fs", b - a}'; }
 
 HELM_VERSION=v3.20.2
+HELM4_VERSION=v4.3.2
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -123,8 +125,32 @@ build_helm() {
     echo "built helm in $(elapsed "$from")"
 }
 
+# Helm 4, as helm4: the binary is called helm too, so it is installed apart and renamed.
+build_helm4() {
+    local from want helm_pkg=helm.sh/helm/v4 scratch
+    from="$(now)"
+    want="$({ cat build.sh; echo "$toolchain"; } | sha256 | cut -d' ' -f1)"
+    if [[ -f "$bin/.helm4-stamp" && "$(cat "$bin/.helm4-stamp")" == "$want" ]] && all_present "$bin" helm4; then
+        echo "helm4 $HELM4_VERSION is current in $bin (checked in $(elapsed "$from"))"
+        return
+    fi
+    require_go
+    mkdir -p "$bin"
+    rm -f "$bin/.helm4-stamp"
+    scratch="$(mktemp -d)"
+    echo "building helm $HELM4_VERSION as helm4"
+    GOBIN="$scratch" go install -trimpath \
+        -ldflags "-s -w -X $helm_pkg/internal/version.version=$HELM4_VERSION" \
+        "$helm_pkg/cmd/helm@$HELM4_VERSION"
+    mv "$scratch/helm" "$bin/helm4"
+    rmdir "$scratch"
+    echo "$want" > "$bin/.helm4-stamp"
+    echo "built helm4 in $(elapsed "$from")"
+}
+
 for release in "${releases[@]}"; do
     build_release "$release"
 done
 build_helm
+build_helm4
 echo "control plane binaries for ${releases[*]} ready in $bin in $(elapsed)"
