@@ -353,7 +353,11 @@ def _kubeconfig_options() -> Parser:
     """--kubeconfig and --context, as kubectl takes them, for every command that reads a
     cluster; as a parent parser."""
     kube = Parser(add_help=False)
-    kube.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
+    kube.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="the kubeconfig file to read (default: $KUBECONFIG, else ~/.kube/config)",
+    )
     kube.add_argument(
         "--context",
         metavar="NAME",

@@ -1,13 +1,13 @@
 """`gpu2dra completion bash|zsh|fish`: a shell completion script written from the argument
-parser itself, so that it offers exactly the commands, options and choices gpu2dra takes: an
-option's choices after it, files after an option that names one, nothing after one whose value
-is free (a namespace, a port)."""
+parser itself, so that it offers exactly the commands (and a command's own, `nodes plan`),
+options and choices gpu2dra takes: an option's choices after it, files after an option that
+names one, nothing after one whose value is free (a namespace, a port)."""
 
 from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,16 +27,27 @@ class Option:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    name: str
+    path: tuple[str, ...]  # ("nodes", "plan")
     help: str
     options: tuple[Option, ...]
     positionals: tuple[tuple[str, tuple[str, ...]], ...]  # (name, choices) in order
+    commands: tuple[Command, ...]  # its own commands, if it has some
+
+    @property
+    def name(self) -> str:
+        return self.path[-1]
+
+    def walk(self) -> Iterator[Command]:
+        """This command and every one below it, depth first."""
+        yield self
+        for command in self.commands:
+            yield from command.walk()
 
 
 def _short(text: str | None) -> str:
     """An option's help as a one-line description: its first clause, at most 70 characters."""
     said = " ".join((text or "").split()).replace("%%", "%")
-    said = re.split(r" \(|; |: ", said, maxsplit=1)[0]
+    said = re.split(r" \(|; ", said, maxsplit=1)[0]
     return said if len(said) <= 70 else said[:69].rsplit(" ", 1)[0] + "…"
 
 
@@ -51,28 +62,30 @@ def _option(action: argparse.Action) -> Option:
     )
 
 
-def _tree(parser: argparse.ArgumentParser) -> tuple[tuple[Option, ...], tuple[Command, ...]]:
-    """The top-level options, and each command with its options and positionals."""
-    top = tuple(_option(a) for a in parser._actions if a.option_strings)
+def _command(path: tuple[str, ...], help: str, parser: argparse.ArgumentParser) -> Command:
+    """The command `parser` reads: its options, positionals and commands."""
     commands = []
     for action in parser._actions:
-        if not isinstance(action, argparse._SubParsersAction):
-            continue
-        helps = {a.dest: a.help or "" for a in action._choices_actions}
-        for name, sub in action.choices.items():
-            commands.append(
-                Command(
-                    name=name,
-                    help=_short(helps.get(name)),
-                    options=tuple(_option(a) for a in sub._actions if a.option_strings),
-                    positionals=tuple(
-                        (a.dest, tuple(str(c) for c in a.choices or ()))
-                        for a in sub._actions
-                        if not a.option_strings
-                    ),
-                )
-            )
-    return top, tuple(commands)
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help or "" for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                commands.append(_command((*path, name), _short(helps.get(name)), sub))
+    return Command(
+        path=path,
+        help=help,
+        options=tuple(_option(a) for a in parser._actions if a.option_strings),
+        positionals=tuple(
+            (a.dest, tuple(str(c) for c in a.choices or ()))
+            for a in parser._actions
+            if not a.option_strings and not isinstance(a, argparse._SubParsersAction)
+        ),
+        commands=tuple(commands),
+    )
+
+
+def _tree(parser: argparse.ArgumentParser) -> Command:
+    """gpu2dra itself, as a command of path (): its options and its commands."""
+    return _command((), "", parser)
 
 
 # ---- bash ------------------------------------------------------------------------------------
@@ -80,7 +93,7 @@ def _tree(parser: argparse.ArgumentParser) -> tuple[tuple[Option, ...], tuple[Co
 
 def _bash_command(command: Command) -> list[str]:
     valued = [n for o in command.options if o.takes_value for n in o.names]
-    lines = [f"        {command.name})"]
+    lines = [f'        "{" ".join(command.path)}")']
     cases = []
     for o in command.options:
         if not o.takes_value:
@@ -94,19 +107,23 @@ def _bash_command(command: Command) -> list[str]:
         cases.append(f"                {'|'.join(o.names)}) {said}")
     if cases:
         lines += ['            case "$prev" in', *cases, "            esac"]
-    positionals = " ".join(f'"{" ".join(choices)}"' for _, choices in command.positionals)
+    positionals = [" ".join(choices) for _, choices in command.positionals]
+    if command.commands:  # its commands come where its first positional would
+        positionals = [" ".join(c.name for c in command.commands)]
+    words = " ".join(n for o in command.options for n in o.names)
+    quoted = " ".join(f'"{p}"' for p in positionals)
     lines += [
         f'            valued="{" ".join(valued)}"',
-        f"            positionals=({positionals})",
-        f'            words="{" ".join(n for o in command.options for n in o.names)}"',
+        f"            positionals=({quoted})",
+        f'            words="{words}"',
         "            ;;",
     ]
     return lines
 
 
 def bash(parser: argparse.ArgumentParser) -> str:
-    top, commands = _tree(parser)
-    first = [c.name for c in commands] + [n for o in top for n in o.names]
+    top = _tree(parser)
+    nested = " ".join("/".join(c.path) for c in top.walk() if len(c.path) > 1)
     lines = [
         "# gpu2dra's completion for bash, written by `gpu2dra completion bash`. Load it with",
         "#   source <(gpu2dra completion bash)",
@@ -114,17 +131,24 @@ def bash(parser: argparse.ArgumentParser) -> str:
         "_gpu2dra() {",
         '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"',
         '    local command="" i at=0 words="" valued="" skip="" n=0',
+        f'    local nested="{nested}"',
         "    local -a positionals=()",
+        "    # the command: the first word that is no option; then a command of its own, if any",
         "    for ((i = 1; i < COMP_CWORD; i++)); do",
         '        case "${COMP_WORDS[i]}" in',
         "            -*) ;;",
-        '            *) command="${COMP_WORDS[i]}"; at=$i; break ;;',
+        "            *)",
+        '                if [[ -z "$command" ]]; then',
+        '                    command="${COMP_WORDS[i]}"; at=$i',
+        '                elif [[ " $nested " == *" ${command// //}/${COMP_WORDS[i]} "* ]]; then',
+        '                    command="$command ${COMP_WORDS[i]}"; at=$i',
+        "                fi",
+        "                ;;",
         "        esac",
         "    done",
         '    case "$command" in',
-        f'        "") COMPREPLY=($(compgen -W "{" ".join(first)}" -- "$cur")); return ;;',
     ]
-    for command in commands:
+    for command in top.walk():
         lines += _bash_command(command)
     lines += [
         "        *) return ;;",
@@ -180,8 +204,44 @@ def _zsh_option(o: Option, *, exclusive: str | None = None) -> str:
     return f"'{exclusive}{star}'{{{','.join(o.names)}}}'{spec}'"
 
 
+def _zsh_command(command: Command, indent: str) -> list[str]:
+    """The lines that complete `command`'s arguments, `$words` starting at its name; a command
+    with commands of its own describes them, then completes the one chosen."""
+    if command.commands:
+        depth = len(command.path)
+        exclusive = "(- *)" if depth == 0 else None
+        specs = [_zsh_option(o, exclusive=exclusive) for o in command.options]
+        said = "gpu2dra" + "".join(f" {p}" for p in command.path) + " command"
+        lines = [
+            f"{indent}local -a commands{depth}",
+            f"{indent}commands{depth}=(",
+            *(f"{indent}    '{c.name}:{_zsh_quote(c.help)}'" for c in command.commands),
+            f"{indent})",
+            f"{indent}_arguments -C \\",
+            *(f"{indent}    {spec} \\" for spec in specs),
+            f"{indent}    '1: :->command{depth}' \\",
+            f"{indent}    '*:: :->args{depth}' && return",
+            f"{indent}case $state in",
+            f"{indent}    command{depth}) _describe -t commands '{said}' commands{depth} ;;",
+            f"{indent}    args{depth})",
+            f"{indent}        case $words[1] in",
+        ]
+        for sub in command.commands:
+            lines.append(f"{indent}            {sub.name})")
+            lines += _zsh_command(sub, indent + " " * 16)
+            lines.append(f"{indent}                ;;")
+        return [*lines, f"{indent}        esac", f"{indent}        ;;", f"{indent}esac"]
+    specs = [_zsh_option(o) for o in command.options]
+    for number, (name, choices) in enumerate(command.positionals, 1):
+        specs.append(f"'{number}:{name}:{'(' + ' '.join(choices) + ')' if choices else ' '}'")
+    return [
+        f"{indent}_arguments \\",
+        *(f"{indent}    {spec} \\" for spec in specs[:-1]),
+        f"{indent}    {specs[-1]}",
+    ]
+
+
 def zsh(parser: argparse.ArgumentParser) -> str:
-    top, commands = _tree(parser)
     lines = [
         "#compdef gpu2dra",
         "# gpu2dra's completion for zsh, written by `gpu2dra completion zsh`. Load it with",
@@ -190,32 +250,7 @@ def zsh(parser: argparse.ArgumentParser) -> str:
         "_gpu2dra() {",
         "    local context state state_descr line",
         "    typeset -A opt_args",
-        "    local -a commands",
-        "    commands=(",
-        *(f"        '{c.name}:{_zsh_quote(c.help)}'" for c in commands),
-        "    )",
-        "    _arguments -C \\",
-        *(f"        {_zsh_option(o, exclusive='(- *)')} \\" for o in top),
-        "        '1: :->command' \\",
-        "        '*:: :->args' && return",
-        "    case $state in",
-        "        command) _describe -t commands 'gpu2dra command' commands ;;",
-        "        args)",
-        "            case $words[1] in",
-    ]
-    for command in commands:
-        specs = [_zsh_option(o) for o in command.options]
-        for number, (name, choices) in enumerate(command.positionals, 1):
-            specs.append(f"'{number}:{name}:{'(' + ' '.join(choices) + ')' if choices else ' '}'")
-        lines.append(f"                {command.name})")
-        lines.append("                    _arguments \\")
-        lines += [f"                        {spec} \\" for spec in specs[:-1]]
-        lines.append(f"                        {specs[-1]}")
-        lines.append("                    ;;")
-    lines += [
-        "            esac",
-        "            ;;",
-        "    esac",
+        *_zsh_command(_tree(parser), " " * 4),
         "}",
         'if [[ "${zsh_eval_context[-1]}" == loadautofunc ]]; then',
         '    _gpu2dra "$@"',
@@ -231,6 +266,16 @@ def zsh(parser: argparse.ArgumentParser) -> str:
 
 def _fish_quote(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _fish_condition(command: Command) -> str:
+    """True while the words typed are `command`'s: its path seen, none of its commands yet."""
+    if not command.path:
+        return "__fish_use_subcommand"
+    said = [f"__fish_seen_subcommand_from {name}" for name in command.path]
+    if command.commands:
+        said.append(f"not __fish_seen_subcommand_from {' '.join(c.name for c in command.commands)}")
+    return "; and ".join(said)
 
 
 def _fish_option(condition: str, o: Option) -> str:
@@ -249,24 +294,21 @@ def _fish_option(condition: str, o: Option) -> str:
 
 
 def fish(parser: argparse.ArgumentParser) -> str:
-    top, commands = _tree(parser)
     lines = [
         "# gpu2dra's completion for fish, written by `gpu2dra completion fish`. Save it with",
         "#   gpu2dra completion fish > ~/.config/fish/completions/gpu2dra.fish",
         "complete -c gpu2dra -f",
     ]
-    lines += [_fish_option("__fish_use_subcommand", o) for o in top]
-    for c in commands:
-        lines.append(
-            f"complete -c gpu2dra -n __fish_use_subcommand -a {c.name} -d {_fish_quote(c.help)}"
-        )
-    for c in commands:
-        condition = f"__fish_seen_subcommand_from {c.name}"
-        lines += [_fish_option(condition, o) for o in c.options]
-        for _, choices in c.positionals:
+    for command in _tree(parser).walk():
+        condition = _fish_quote(_fish_condition(command))
+        lines += [_fish_option(_fish_condition(command), o) for o in command.options]
+        for c in command.commands:
+            lines.append(f"complete -c gpu2dra -n {condition} -a {c.name} -d {_fish_quote(c.help)}")
+        for _, choices in command.positionals:
             if choices:
-                said = _fish_quote(" ".join(choices))
-                lines.append(f"complete -c gpu2dra -n {_fish_quote(condition)} -a {said}")
+                lines.append(
+                    f"complete -c gpu2dra -n {condition} -a {_fish_quote(' '.join(choices))}"
+                )
     return "\n".join(lines) + "\n"
 
 

@@ -1,6 +1,7 @@
 """`gpu2dra completion bash|zsh|fish`: each script, loaded by its own shell, offers what the
-parser takes. bash's and fish's are asked for completions as the shell would ask; zsh's is
-loaded and registered (zsh's completion needs a terminal to be asked)."""
+parser takes, asked as the shell asks: bash's function called with COMP_WORDS, fish's
+`complete -C`, and an interactive zsh on a pseudo-terminal given the line and a TAB. A shell
+that is not installed is skipped."""
 
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ def complete_bash(script: Path, line: str, cwd: Path | None = None) -> list[str]
 
 
 def test_bash_offers_the_commands_then_each_ones_options(bash: Path) -> None:
-    assert set(complete_bash(bash, "gpu2dra ")) == COMMANDS | {"-h", "--help", "--version"}
+    assert set(complete_bash(bash, "gpu2dra ")) == COMMANDS
+    assert complete_bash(bash, "gpu2dra -") == ["--help", "--version", "-h"]
     assert complete_bash(bash, "gpu2dra rep") == ["report"]
     assert complete_bash(bash, "gpu2dra report --c") == ["--context"]
     assert "--no-headers" in complete_bash(bash, "gpu2dra report -")
@@ -77,6 +79,14 @@ def test_bash_offers_positionals_in_their_order(bash: Path) -> None:
     assert complete_bash(bash, "gpu2dra explain ") == ["pod"]
     assert complete_bash(bash, "gpu2dra explain -n ml ") == ["pod"]  # ml is -n's value
     assert complete_bash(bash, "gpu2dra explain pod ") == []  # the pod's name: the user's own
+
+
+def test_bash_offers_a_commands_own_commands_and_their_options(bash: Path) -> None:
+    assert complete_bash(bash, "gpu2dra nodes ") == ["convert", "plan"]
+    assert "--no-headers" in complete_bash(bash, "gpu2dra nodes plan -")
+    assert complete_bash(bash, "gpu2dra nodes plan -o ") == ["json", "text", "yaml"]
+    assert "--apply" in complete_bash(bash, "gpu2dra nodes convert --")
+    assert "--apply" not in complete_bash(bash, "gpu2dra nodes plan --")
 
 
 def test_bash_offers_files_after_an_option_that_names_one(bash: Path, tmp_path: Path) -> None:
@@ -102,28 +112,57 @@ def test_fish_offers_what_bash_does(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert complete("gpu2dra report --con") == ["--context"]
     assert complete("gpu2dra explain ") == ["pod"]
     assert complete("gpu2dra completion ") == ["bash", "fish", "zsh"]
+    assert complete("gpu2dra nodes ") == ["convert", "plan"]
+    assert complete("gpu2dra nodes plan --con") == ["--context"]
+    assert "--apply" in complete("gpu2dra nodes convert --")
 
 
-def test_zsh_loads_and_registers_its_function(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+# Asks an interactive zsh (on a pseudo-terminal: zsh/zpty) to complete LINE, every candidate
+# its completion adds written to HITS, one call a line: zsh -f capture.zsh SCRIPT LINE HITS
+CAPTURE = """
+export HITS=$3
+zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z "PS1=''; PROMPT=''; RPROMPT=''"
+zpty -w z "autoload -U compinit && compinit -u -D"
+zpty -w z "source $1"
+zpty -w z 'compadd() { local -a h; builtin compadd -O h "$@"; print -r -- $h >> $HITS;'
+zpty -w z '    builtin compadd "$@" }'
+zpty -w z "print -r -- READY >> $3"
+for i in {1..100}; do grep -q '^READY$' $3 2>/dev/null && break; sleep 0.1; done
+zpty -n -w z "$2"$'\\t'
+size=0 still=0
+for i in {1..100}; do
+    sleep 0.1
+    now=$(wc -c < $3)
+    if (( now == size && now > 6 )); then (( ++still >= 5 )) && break; else still=0; fi
+    size=$now
+done
+zpty -d z
+"""
+
+
+def test_zsh_offers_what_bash_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = _script("zsh", tmp_path, capsys)
-    run = (
-        "autoload -U compinit && compinit -u -D\n"
-        f"source {shlex.quote(str(script))}\n"
-        "print -r -- $_comps[gpu2dra]\n"
-        "functions _gpu2dra >/dev/null && print defined\n"
-    )
-    done = subprocess.run(
-        ["zsh", "-f", "-c", run], capture_output=True, text=True, check=True, cwd=tmp_path
-    )
-    assert done.stdout.split() == ["_gpu2dra", "defined"], done.stderr
+    capture = tmp_path / "capture.zsh"
+    capture.write_text(CAPTURE)
     assert subprocess.run(["zsh", "-n", str(script)], check=False).returncode == 0
-    text = script.read_text()
-    assert "'(-o --output)'{-o,--output}'[output format]:output:(table wide json yaml csv)'" in (
-        text
-    )
-    assert "'completion:print a shell completion script'" in text
+
+    def complete(line: str) -> set[str]:
+        hits = tmp_path / "hits"
+        hits.unlink(missing_ok=True)
+        subprocess.run(
+            ["zsh", "-f", str(capture), str(script), line, str(hits)], check=True, timeout=60
+        )
+        said = hits.read_text().split()
+        assert said[0] == "READY", said
+        return set(said[1:])
+
+    assert complete("gpu2dra rep") == {"report"}
+    assert complete("gpu2dra report -o ") == {"table", "wide", "json", "yaml", "csv"}
+    assert complete("gpu2dra explain ") == {"pod"}
+    assert complete("gpu2dra nodes ") == {"plan", "convert"}
+    assert complete("gpu2dra nodes plan --con") == {"--context"}
 
 
 def test_an_unknown_shell_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
