@@ -25,6 +25,17 @@ else
   echo "tests/run.sh: Go not found; the end-to-end, chart and helm tests will be skipped" >&2
 fi
 
+# The shells whose completion scripts the tests load (tests/unit/cli/test_completion.py), from
+# Debian, as root; elsewhere a missing one is skipped, except in CI.
+if [ "$(id -u)" = 0 ]; then
+  shells=()
+  for shell in zsh fish; do command -v "$shell" >/dev/null || shells+=("$shell"); done
+  if [ "${#shells[@]}" -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${shells[@]}" >/dev/null
+  fi
+fi
+
 .venv/bin/ruff check app tests tools
 .venv/bin/ruff format --check app tests tools
 .venv/bin/mypy
