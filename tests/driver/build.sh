@@ -11,7 +11,7 @@
 # The binary uses cgo (go-nvml dlopens libnvidia-ml.so.1, linked with
 # --unresolved-symbols=ignore-in-object-files, which zig's linker refuses): built with the
 # machine's cc, it runs where the glibc is as new as the symbol versions `objdump -T` lists.
-# Stamped over go.mod, go.sum, inventory/*.go, this script, the C compiler and `go version`:
+# Stamped over go.mod, go.sum, inventory/*.go, fabricmanager/*.go, this script, the C compiler and `go version`:
 # unchanged, a no-op.
 #   bash tests/driver/build.sh
 # A new driver or mock: cd tests/driver && go get sigs.k8s.io/dra-driver-nvidia-gpu@vX.Y.Z
@@ -43,7 +43,7 @@ module_dir() {
     echo "$dir"
 }
 
-want="$({ cat go.mod go.sum build.sh inventory/*.go; echo "$compiler_version"; go version; } | sha256 | cut -d' ' -f1)"
+want="$({ cat go.mod go.sum build.sh inventory/*.go fabricmanager/*.go; echo "$compiler_version"; go version; } | sha256 | cut -d' ' -f1)"
 if [[ -f "$out/.stamp" && "$(cat "$out/.stamp")" == "$want" && -x "$out/inventory" ]]; then
     echo "the driver's inventory ($module $version) is current in $out (checked in $(elapsed))"
     exit 0
@@ -55,6 +55,24 @@ rm -rf build/driver
 mkdir -p build
 cp -R "$(module_dir "$module")" build/driver
 chmod -R u+w build/driver
+# Two modules the driver requires are not on the Go module proxy (v0.5.0: 403 "not available"):
+# - k8s.io/kubernetes at a release candidate (for the kubelet's checkpoint manager only), built
+#   instead at the release go.sum pins here (v1.37.0 for v0.5.0's v1.37.0-rc.0: the same go.mod,
+#   so the same build list; pkg/kubelet/checkpointmanager is the same as in v1.37.0-rc.1);
+# - github.com/NVIDIA/go-nvfm, the Fabric Manager's bindings: pkg/fabricmanager's client on
+#   them is replaced by fabricmanager/client.go, which returns the package's own stub client.
+#   Only the FabricManagerPartitioning gate (alpha, off, never on here) reaches it.
+kube="$(awk '$1 == "k8s.io/kubernetes" && $2 !~ /\/go.mod$/ {print $2; exit}' go.sum)"
+kube_driver="$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' build/driver/go.mod)"
+if [[ -n "$kube" && -n "$kube_driver" && "$kube" != "$kube_driver" ]]; then
+    module_dir "k8s.io/kubernetes@$kube" >/dev/null
+    (cd build/driver && go mod edit -replace="k8s.io/kubernetes@$kube_driver=k8s.io/kubernetes@$kube")
+    grep "^k8s.io/kubernetes $kube[ /]" go.sum >> build/driver/go.sum
+fi
+if [[ -f build/driver/pkg/fabricmanager/client_nvfm.go ]]; then
+    rm -f build/driver/pkg/fabricmanager/client_nvfm*.go
+    cp fabricmanager/client.go build/driver/pkg/fabricmanager/client_unavailable.go
+fi
 plugin=build/driver/cmd/gpu-kubelet-plugin
 rm -f "$plugin"/*_test.go
 # The inventory's main is the binary's; the plugin's server is left unreferenced.

@@ -141,14 +141,15 @@ REAL = REPO_ROOT / "tests" / "driver" / "real"
 
 # The attributes that belong to the machine the real dump ran on, not to its product: the
 # GPU's UUID (and its MIG devices' parentUUID), where it sits on the PCI bus (the mock puts
-# GPUs at a DGX's bus IDs; pcieRoot is read from the machine's sysfs, which a mock cannot
-# give), and the driver's and CUDA's versions.
+# GPUs at a DGX's bus IDs; pcieRoot and, since v0.5.0, numaNode are read from the machine's
+# sysfs, which a mock cannot give), and the driver's and CUDA's versions.
 MACHINE_ATTRIBUTES = frozenset(
     {
         "uuid",
         "parentUUID",
         "resource.kubernetes.io/pciBusID",
         "resource.kubernetes.io/pcieRoot",
+        "resource.kubernetes.io/numaNode",
         "driverVersion",
         "cudaDriverVersion",
     }

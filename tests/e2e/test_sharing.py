@@ -4,8 +4,9 @@ the scheduler allocates them (DRAConsumableCapacity, on from 1.36), only where a
 publishes such devices; on 1.34 (the gate off) the API server drops `allowMultipleAllocations`
 and the pods stay on the device plugin, saying what to configure.
 
-The fake GPU nodes publish their devices as the NVIDIA driver does with
---consumable-shares (tests/support/cluster.py consumable_shares); no kubelet runs them."""
+The fake GPU nodes publish the devices the NVIDIA driver's own code publishes with
+--consumable-shares (golden files of tests/driver, tests/support/cluster.py gpu_devices); no
+kubelet runs them."""
 
 from __future__ import annotations
 

@@ -177,9 +177,12 @@ def golden(layout: str) -> Any:
     return json.loads(_golden_text(layout))
 
 
-def _static_layout(args: Sequence[str]) -> tuple[str, int, dict[int, list[str]]] | None:
-    """(product, GPUs, MIG devices by GPU) of a static layout's arguments; None for others."""
-    product, gpus, mig = "", 0, {}
+def _static_layout(
+    args: Sequence[str],
+) -> tuple[str, int, dict[int, list[str]], str | None] | None:
+    """(product, GPUs, MIG devices by GPU, --consumable-shares or None) of a static layout's
+    arguments; None for others."""
+    product, gpus, mig, consumable = "", 0, {}, None
     for arg in args:
         flag, _, value = arg.partition("=")
         if flag == "--product":
@@ -189,9 +192,11 @@ def _static_layout(args: Sequence[str]) -> tuple[str, int, dict[int, list[str]]]
         elif flag == "--mig":
             index, _, profiles = value.partition("=")
             mig[int(index)] = [p for p in profiles.split(",") if p]
+        elif flag == "--consumable-shares":
+            consumable = value
         else:
             return None
-    return product, gpus, mig
+    return product, gpus, mig, consumable
 
 
 def gpu_index(device: Obj) -> int:
@@ -199,15 +204,22 @@ def gpu_index(device: Obj) -> int:
     return int(device["name"].split("-")[1])
 
 
-def driver_layout(product: GpuProduct, gpus: int, mig: Mapping[int, Sequence[str]]) -> str:
+def driver_layout(
+    product: GpuProduct,
+    gpus: int,
+    mig: Mapping[int, Sequence[str]],
+    consumable: str | None = None,
+) -> str:
     """The golden layout whose first `gpus` GPUs are these: the product's, with the same MIG
-    devices on those GPUs (the driver enumerates each GPU on its own); the one with the fewest
-    MIG GPUs left over, then the fewest GPUs."""
+    devices on those GPUs (the driver enumerates each GPU on its own) and the same
+    --consumable-shares; the one with the fewest MIG GPUs left over, then the fewest GPUs."""
     want = {index: list(profiles) for index, profiles in mig.items()}
     found = []
     for name, args in driver_layouts().items():
         layout = _static_layout(args)
         if layout is None or layout[0] != product.inventory or layout[1] < gpus:
+            continue
+        if layout[3] != consumable:
             continue
         if {i: p for i, p in layout[2].items() if i < gpus} == want:
             found.append((len(layout[2]) - len(want), layout[1], name))
@@ -215,6 +227,8 @@ def driver_layout(product: GpuProduct, gpus: int, mig: Mapping[int, Sequence[str
         flags = [f"--product={product.inventory}", f"--gpus={gpus}"] + [
             f"--mig={index}={','.join(profiles)}" for index, profiles in sorted(want.items())
         ]
+        if consumable is not None:
+            flags.append(f"--consumable-shares={consumable}")
         raise ValueError(
             f"no golden devices of the driver for {flags}: add them to tests/driver/layouts.json"
             " and run GPU2DRA_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest"
@@ -229,19 +243,23 @@ def gpu_devices(
     gpus: int = 1,
     mig: Mapping[int, Sequence[str]] | None = None,
     memory: bool = True,
+    consumable: str | None = None,
 ) -> list[Obj]:
     """The devices NVIDIA's driver publishes on a node with `gpus` GPUs of the product:
     gpu-0 .. gpu-<gpus-1>, except that a GPU listed in mig (minor -> MIG profiles such as
     ["3g.20gb", "1g.5gb"], placed in order, each at the first free placement NVML lists)
     publishes only those MIG devices; from the golden file of that layout (driver_layout),
     with UUIDs of the node's own. `memory=False`: the whole GPUs have no memory capacity (the
-    driver leaves it out when NVML does not report it)."""
+    driver leaves it out when NVML does not report it). `consumable`: the plugin's
+    --consumable-shares (memory, unlimited or a number; ConsumableShares gate on): each
+    device allows multiple allocations, its memory is consumable capacity and a number N adds
+    `shares` N (cmd/gpu-kubelet-plugin/consumable_shares.go)."""
     mig = mig or {}
     unknown = sorted(set(mig) - set(range(gpus)))
     if unknown:
         raise ValueError(f"mig layout names GPUs {unknown}, node has {gpus}")
     devices: list[Obj] = []
-    for device in golden(driver_layout(product, gpus, mig)):
+    for device in golden(driver_layout(product, gpus, mig, consumable)):
         minor = gpu_index(device)
         if minor >= gpus:
             continue
@@ -266,40 +284,6 @@ def quantity_bytes(text: str) -> int:
     if value.denominator != 1:
         raise ValueError(f"not a whole number of bytes: {text!r}")
     return int(value)
-
-
-def consumable_shares(devices: Sequence[Obj], option: str) -> list[Obj]:
-    """The devices as the NVIDIA driver publishes them with `--consumable-shares=<option>`
-    (cmd/gpu-kubelet-plugin/consumable_shares.go): each allows multiple allocations; with
-    a memory capacity, `memory` becomes consumable in 1Mi steps (default 0, or the whole GPU
-    for `memory`), and a number N adds `shares` N (default 1, from 1 to N in steps of 1)."""
-    out = []
-    for device in devices:
-        device = {**device, "allowMultipleAllocations": True}
-        capacity = dict(device.get("capacity") or {})
-        if "memory" in capacity:
-            mib = quantity_bytes(capacity["memory"]["value"]) // 2**20
-            whole = f"{mib}Mi"
-            default = whole if option == "memory" else "0"
-            low = "1Mi" if option == "memory" else "0"
-            capacity["memory"] = {
-                "value": whole,
-                "requestPolicy": {
-                    "default": default,
-                    "validRange": {"min": low, "max": whole, "step": "1Mi"},
-                },
-            }
-            if option.isdigit():
-                capacity["shares"] = {
-                    "value": option,
-                    "requestPolicy": {
-                        "default": "1",
-                        "validRange": {"min": "1", "max": option, "step": "1"},
-                    },
-                }
-        device["capacity"] = capacity
-        out.append(device)
-    return out
 
 
 def gpu_resource_slice(
@@ -388,9 +372,7 @@ def create_gpu_node(
     `consumable`, its devices are shared as the driver's --consumable-shares=<consumable>
     shares them; `extended`: what the device plugin advertises there too."""
     node = create_node(api, name, labels=labels, extended=extended)
-    devices = gpu_devices(name, product, gpus, mig)
-    if consumable is not None:
-        devices = consumable_shares(devices, consumable)
+    devices = gpu_devices(name, product, gpus, mig, consumable=consumable)
     body = gpu_resource_slice(name, devices, owner=node)
     return node, _create_cluster_object(api, "resourceslices", body)
 

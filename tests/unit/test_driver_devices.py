@@ -15,7 +15,6 @@ from tests.support.cluster import (
     H100_80GB_HBM3,
     H200_141GB,
     GpuProduct,
-    consumable_shares,
     driver_layout,
     driver_layouts,
     golden,
@@ -83,8 +82,10 @@ def test_every_static_layout_is_found_from_its_own_arguments() -> None:
                 a.removeprefix("--mig=").split("=", 1) for a in args if a.startswith("--mig=")
             )
         }
-        found = driver_layout(products[flags["--product"]], int(flags["--gpus"]), mig)
-        assert len(golden(found)) == len(golden(name)), (name, found)
+        consumable = flags.get("--consumable-shares")
+        product, gpus = products[flags["--product"]], int(flags["--gpus"])
+        found = driver_layout(product, gpus, mig, consumable)
+        assert golden(found) == golden(name), (name, found)
 
 
 def test_mig_devices_are_the_drivers_own() -> None:
@@ -127,10 +128,20 @@ def test_no_memory_leaves_it_out_of_whole_gpus() -> None:
     assert device["capacity"] == {}
 
 
-def test_consumable_shares_read_the_drivers_capacity_text() -> None:
-    (device,) = consumable_shares(gpu_devices("n"), "4")
-    assert device["capacity"]["memory"]["value"] == "40960Mi"
+def test_consumable_shares_are_the_drivers_own() -> None:
+    (device,) = gpu_devices("n", consumable="4")
+    assert device["allowMultipleAllocations"] is True
+    assert device["capacity"]["memory"] == {
+        "value": "40Gi",
+        "requestPolicy": {
+            "default": "0",
+            "validRange": {"min": "0", "max": "40Gi", "step": "1Mi"},
+        },
+    }
     assert device["capacity"]["shares"]["value"] == "4"
+    assert device["attributes"]["uuid"] == gpu_devices("n")[0]["attributes"]["uuid"]
+    with pytest.raises(ValueError, match=r"--consumable-shares=8.*layouts\.json"):
+        gpu_devices("n", consumable="8")
     assert quantity_bytes("40Gi") == 40 * 2**30
     assert quantity_bytes("4864Mi") == 4864 * 2**20
     with pytest.raises(ValueError, match="whole number"):

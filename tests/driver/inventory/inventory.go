@@ -1,7 +1,8 @@
 // The inventory: prints, as JSON, the devices NVIDIA's DRA driver (its kubelet plugin,
 // cmd/gpu-kubelet-plugin) publishes in its ResourceSlices, built by the driver's own code
 // (deviceLib.enumerateAllPossibleDevices, then GetDevice or, under DynamicMIG, PartGetDevice
-// and GenerateDriverResources), on a mocked NVML (mocknvml.go) or on the machine's own.
+// and GenerateDriverResources, each applying --consumable-shares as the plugin's flag does), on
+// a mocked NVML (mocknvml.go) or on the machine's own.
 //
 // tests/driver/build.sh copies the driver's module out of the Go module cache, adds this file
 // and mocknvml.go to cmd/gpu-kubelet-plugin and renames the plugin's main to upstreamMain, so
@@ -9,6 +10,7 @@
 //
 //	inventory --product A100-SXM4-40GB --gpus 8 --mig 0=3g.20gb,2g.10gb,1g.5gb --mig 1=1g.10gb,1g.10gb
 //	inventory --product H100-SXM5-80GB --dynamic-mig --slices
+//	inventory --product A100-SXM4-40GB --gpus 2 --consumable-shares 4
 //	inventory --real --driver-root /            (the machine's libnvidia-ml.so.1)
 
 package main
@@ -73,6 +75,7 @@ type options struct {
 	real         bool
 	driverRoot   string
 	dynamicMIG   bool
+	consumable   string
 	featureGates string
 	slices       bool
 	combined     bool
@@ -95,6 +98,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.real, "real", false, "enumerate the machine's GPUs through its libnvidia-ml.so.1 instead of a mock")
 	fs.StringVar(&o.driverRoot, "driver-root", "/", "with --real: the root under which the driver's libnvidia-ml.so.1 is found, as the plugin's --container-driver-root")
 	fs.BoolVar(&o.dynamicMIG, "dynamic-mig", false, "the driver's DynamicMIG feature gate: every possible MIG placement is a device drawing on shared counters")
+	fs.StringVar(&o.consumable, "consumable-shares", "disabled", "the plugin's --consumable-shares (disabled, memory, unlimited or a positive integer), with its ConsumableShares feature gate: devices allow multiple allocations and offer consumable capacity")
 	fs.StringVar(&o.featureGates, "feature-gates", "", "other driver feature gates, A=true,B=false")
 	fs.BoolVar(&o.slices, "slices", false, "print the ResourceSlice specs of the node's pool instead of the devices")
 	fs.BoolVar(&o.combined, "combined-slices", false, "with --dynamic-mig --slices: counters and devices in one slice per GPU, as for Kubernetes 1.34 (default: split, as for 1.35+)")
@@ -145,10 +149,18 @@ func run(o *options, out io.Writer) error {
 	if o.dynamicMIG {
 		gates[string(featuregates.DynamicMIG)] = true
 	}
+	if o.consumable != "disabled" {
+		gates[string(featuregates.ConsumableShares)] = true
+	}
 	if err := featuregates.FeatureGates().SetFromMap(gates); err != nil {
 		return err
 	}
 	if err := featuregates.ValidateFeatureGates(); err != nil {
+		return err
+	}
+	// The plugin's configuration, as far as publishing devices reads it.
+	config := &Config{flags: &Flags{consumableShares: o.consumable}}
+	if err := validateCLIFlags(config.flags); err != nil {
 		return err
 	}
 
@@ -164,9 +176,9 @@ func run(o *options, out io.Writer) error {
 	var result any
 	switch {
 	case o.slices:
-		result = poolSlices(o, allocatable)
+		result = poolSlices(o, config, allocatable)
 	default:
-		result = devices(allocatable)
+		result = devices(config, allocatable)
 	}
 	encoded, err := json.MarshalIndent(result, "", "  ")
 	if err != nil {
@@ -228,13 +240,13 @@ func ordered(all *PerGPUAllocatableDevices, visit func(AllocatableDevices, *Allo
 }
 
 // devices: what publishResources puts in the node's slices, device by device.
-func devices(all *PerGPUAllocatableDevices) []resourceapi.Device {
+func devices(config *Config, all *PerGPUAllocatableDevices) []resourceapi.Device {
 	list := []resourceapi.Device{}
 	ordered(all, func(_ AllocatableDevices, device *AllocatableDevice) {
 		if featuregates.Enabled(featuregates.DynamicMIG) {
-			list = append(list, device.PartGetDevice())
+			list = append(list, device.PartGetDevice(config))
 		} else {
-			list = append(list, device.GetDevice())
+			list = append(list, device.GetDevice(config))
 		}
 	})
 	return list
@@ -242,15 +254,15 @@ func devices(all *PerGPUAllocatableDevices) []resourceapi.Device {
 
 // poolSlices: the ResourceSlice specs of the node's pool, as publishResources hands them to
 // the kubelet plugin helper.
-func poolSlices(o *options, all *PerGPUAllocatableDevices) []resourceapi.ResourceSliceSpec {
+func poolSlices(o *options, config *Config, all *PerGPUAllocatableDevices) []resourceapi.ResourceSliceSpec {
 	var specs []resourceapi.ResourceSliceSpec
 	if featuregates.Enabled(featuregates.DynamicMIG) {
-		d := &driver{state: &DeviceState{perGPUAllocatable: all}, useSplitResourceSlices: !o.combined}
+		d := &driver{state: &DeviceState{perGPUAllocatable: all, config: config}, useSplitResourceSlices: !o.combined}
 		for _, slice := range d.GenerateDriverResources(o.nodeName).Pools[o.nodeName].Slices {
 			specs = append(specs, resourceapi.ResourceSliceSpec{Devices: slice.Devices, SharedCounters: slice.SharedCounters})
 		}
 	} else {
-		specs = []resourceapi.ResourceSliceSpec{{Devices: devices(all)}}
+		specs = []resourceapi.ResourceSliceSpec{{Devices: devices(config, all)}}
 	}
 	for i := range specs {
 		specs[i].Driver = DriverName

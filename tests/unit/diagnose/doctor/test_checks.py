@@ -29,7 +29,6 @@ from app.readers.client import ReadError
 from app.readers.registrations import Registration
 from app.readers.tlsprobe import Endpoint
 from tests.support.cluster import (
-    consumable_shares,
     device_class,
     gpu_devices,
     gpu_resource_slice,
@@ -261,7 +260,7 @@ def test_paths_say_how_they_were_found() -> None:
 
 
 def shared_slice(node_name: str, option: str) -> dict[str, Any]:
-    return gpu_resource_slice(node_name, consumable_shares(gpu_devices(node_name, gpus=2), option))
+    return gpu_resource_slice(node_name, gpu_devices(node_name, gpus=2, consumable=option))
 
 
 def consumable(**fields: Any) -> Any:
@@ -278,7 +277,7 @@ def consumable(**fields: Any) -> Any:
             POLICY,
             "PASS",
             "1 pool(s) share devices; no mapping moves pods",
-            "gpu.nvidia.com pool a: 2 of 2 device(s) shared; gpu-0 offers memory 40960Mi "
+            "gpu.nvidia.com pool a: 2 of 2 device(s) shared; gpu-0 offers memory 40Gi "
             "(default 0), shares 4 (default 1)",
         ),
         (
@@ -308,7 +307,7 @@ def consumable(**fields: Any) -> Any:
             consumable(shares="none", memory="nvidia.com/gpumem"),
             "PASS",
             "with what the consumable mappings take",
-            "(default 40960Mi)",
+            "(default 40Gi)",
         ),
         (FORBIDDEN, consumable(shares=1), "WARN", "cannot read", ""),
     ],

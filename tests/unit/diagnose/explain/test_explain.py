@@ -17,7 +17,6 @@ from app.diagnose.explain.shares import capacity_requests, consumed_capacity
 from app.readers.cel.devices import Device, devices_of
 from app.readers.client import ReadError
 from tests.support.cluster import (
-    consumable_shares,
     device_class,
     gpu_devices,
     gpu_resource_slice,
@@ -482,7 +481,7 @@ def test_a_pod_on_shared_gpus_is_judged_by_what_the_cluster_shares() -> None:
     plain = first([gpu_resource_slice("a", gpu_devices("a"))])
     assert plain.text.startswith("not translated (1 x nvidia.com/gpu): gpu2dra leaves this pod")
     assert any("--consumable-shares" in d for d in plain.details), plain.details
-    shared = gpu_resource_slice("a", consumable_shares(gpu_devices("a"), "4"))
+    shared = gpu_resource_slice("a", gpu_devices("a", consumable="4"))
     assert "although namespace ml is enabled" in first([shared]).text
     assert "although namespace ml is enabled" in first(ReadError("forbidden")).text
 
@@ -507,7 +506,7 @@ def test_a_memory_fraction_under_a_memory_quota_is_explained_by_it() -> None:
         "metadata": {"name": "mem", "namespace": "ml"},
         "spec": {"hard": {"requests.nvidia.com/gpumem": "8000"}},
     }
-    shared = gpu_resource_slice("a", consumable_shares(gpu_devices("a"), "memory"))
+    shared = gpu_resource_slice("a", gpu_devices("a", consumable="memory"))
     facts = PodFacts(
         pod=pod,
         namespace_labels={"gpu2dra.io/migration": "enabled"},
@@ -521,7 +520,7 @@ def test_a_memory_fraction_under_a_memory_quota_is_explained_by_it() -> None:
 
 
 def shared_gpu(option: str = "4") -> list[Device]:
-    return devices_of([gpu_resource_slice("a", consumable_shares(gpu_devices("a"), option))])
+    return devices_of([gpu_resource_slice("a", gpu_devices("a", consumable=option))])
 
 
 def allocated(name: str, **consumed: str) -> Obj:
