@@ -101,7 +101,8 @@ def _amount(text: Any) -> Fraction:
 
 
 def _text(value: Fraction) -> str:
-    """Memory in Mi as the NVIDIA driver publishes it; counts as they are."""
+    """Memory in Mi, one unit for whole GPUs (the driver writes 40Gi) and MIG devices
+    (19968Mi); counts as they are."""
     mebibytes = value / 2**20
     if value >= 2**20 and mebibytes.denominator == 1:
         return f"{mebibytes.numerator}Mi"
