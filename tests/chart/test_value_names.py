@@ -29,6 +29,7 @@ SCHEMA: dict[str, Any] = json.loads(SCHEMA_FILE.read_text())
 NOT_CHART_VALUES = {
     "resources.deviceClassMappings": "Kueue's configuration",
     "resources.gpus.enabled": "a value of the NVIDIA DRA driver's chart",
+    "kubeletPlugin.nodeSelector": "a value of the NVIDIA DRA driver's chart",
     "podSecurityContext.runAsNonRot": "a misspelling the schema refuses, on purpose",
     "resources.limit.cpu": "a misspelling the schema refuses, on purpose",
 }

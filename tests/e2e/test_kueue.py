@@ -74,6 +74,6 @@ def test_a_queued_pod_stays_on_the_device_plugin_until_kueue_counts_its_claims(
     assert "resourceClaims" not in mig["spec"]
 
     remove_kueue(control_plane)  # Kueue gone: nothing left to count for
-    wait_for(lambda: "patch" in probe(webhook, namespace), 30, "gpu2dra to see Kueue gone")
+    wait_for(lambda: "patch" in probe(webhook, namespace), 60, "gpu2dra to see Kueue gone")
     again, _ = control_plane.create(namespace, queued("gone", {"nvidia.com/mig-1g.5gb": 1}))
     assert again["spec"]["resourceClaims"]

@@ -124,16 +124,21 @@ def drain_of(
 def plugin_left_elsewhere(
     node: str, nodes: Iterable[Obj], pods: Iterable[Obj], policy: Policy
 ) -> Counter[str]:
-    """What the device plugin has left on the other nodes, per legacy resource."""
-    left: Counter[str] = Counter()
-    for other in nodes:
-        name = other["metadata"]["name"]
-        if name != node and not (other.get("spec") or {}).get("unschedulable"):
-            left.update(legacy_allocatable(other, policy))
+    """What the device plugin has left on the other schedulable nodes, per legacy resource:
+    each node's allocatable less what its pods hold (pods bound to a node that is gone hold
+    nothing)."""
+    offers = {
+        str(n["metadata"]["name"]): Counter(legacy_allocatable(n, policy))
+        for n in nodes
+        if n["metadata"]["name"] != node and not (n.get("spec") or {}).get("unschedulable")
+    }
     for pod in pods:
         spec = pod.get("spec") or {}
-        if spec.get("nodeName") and spec.get("nodeName") != node:
-            left.subtract(legacy_devices(spec, policy))
+        if (on := offers.get(str(spec.get("nodeName")))) is not None:
+            on.subtract(legacy_devices(spec, policy))
+    left: Counter[str] = Counter()
+    for on in offers.values():
+        left.update({r: n for r, n in on.items() if n > 0})
     return left
 
 

@@ -131,19 +131,18 @@ def plan(report: Report, candidates: list[PluginNode], pods: Iterable[Obj], poli
         if missing > 0:
             result.uncovered.append(f"{missing} {shape}")
     picked = {p.node.name for p in result.picks}
-    left: Counter[str] = Counter()
-    for node in candidates:
-        if node.name not in picked and not node.converting:
-            left.update(node.offers)
+    # Each node that stays on the device plugin: its allocatable less what its pods hold.
+    offers = {
+        n.name: Counter(n.offers) for n in candidates if n.name not in picked and not n.converting
+    }
     for pod in pods:
         spec = pod.get("spec") or {}
-        node_name = spec.get("nodeName")
-        if (
-            node_name
-            and node_name not in picked
-            and pod.get("status", {}).get("phase") not in FINISHED
-        ):
-            left.subtract(legacy_devices(spec, policy))
+        on = offers.get(str(spec.get("nodeName")))
+        if on is not None and (pod.get("status") or {}).get("phase") not in FINISHED:
+            on.subtract(legacy_devices(spec, policy))
+    left: Counter[str] = Counter()
+    for on in offers.values():
+        left.update({r: n for r, n in on.items() if n > 0})
     staying: Counter[str] = Counter()
     for pick in result.picks:
         staying.update(pick.node.staying)

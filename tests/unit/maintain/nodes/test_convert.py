@@ -304,3 +304,14 @@ def test_labels_are_written_as_kubectl_label_writes_them() -> None:
             continue
         raise AssertionError(bad)
     assert DRA_ON["nvidia.com/dra-driver.deploy"] == "true"
+
+
+def test_pods_bound_to_a_node_that_is_gone_take_no_room_elsewhere() -> None:
+    """A pod of a deleted node still names it: it holds none of another node's GPUs."""
+    cluster = Memory(
+        [node("a", 2), node("b", 1)],
+        [pod("p1", "a", namespace="other"), pod("ghost", "gone", gpus=4, namespace="other")],
+        [namespace("other", "audit")],
+    )
+    run, _, _ = converter(cluster)
+    assert run.run("a").done
