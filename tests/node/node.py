@@ -206,6 +206,7 @@ class RealNode:
                 raise NodeError(
                     f"{self.ip}:{KUBELET_PORT} is taken ({error}): a kubelet still running?"
                 ) from error
+        _forget_device_plugins()
         for directory in (self.log_dir, self.cdi_dir, self.kubelet_root, self._containerd_dir):
             directory.mkdir(parents=True, exist_ok=True)
         try:
@@ -603,6 +604,7 @@ state = "{d / "state"}"
                 subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
     def _remove_host_state(self) -> None:
+        _forget_device_plugins()
         for path in self._absent_at_start:
             shutil.rmtree(path, ignore_errors=True)
         if not self._bridge_existed:
@@ -708,6 +710,14 @@ class DaemonSets:
             for process in self.running.values():
                 _terminate(process, timeout)
             self.running.clear()
+
+
+def _forget_device_plugins() -> None:
+    """Remove the device manager's checkpoint: DEVICE_PLUGIN_DIR outlives a node when
+    /var/lib/kubelet was there before it, and a kubelet that reads another node's checkpoint
+    reports its resources (nvidia.com/gpu: 0) for five minutes."""
+    with contextlib.suppress(OSError):
+        (DEVICE_PLUGIN_DIR / "kubelet_internal_checkpoint").unlink()
 
 
 def _kubepods_cgroups() -> list[Path]:
