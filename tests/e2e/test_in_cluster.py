@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from tests.node.node import BUSYBOX_IMAGE, RealNode
@@ -186,6 +187,50 @@ def test_the_kubelet_runs_the_webhook_as_the_chart_hardens_it(
     assert readonly.returncode != 0 and "Read-only file system" in readonly.stderr
     version = exec_in(control_plane, pod, "gpu2dra", "--version").stdout
     assert version.startswith(f"gpu2dra {VERSION} (")
+
+
+def test_the_image_runs_the_cli_given_a_command(
+    api_client: client.ApiClient, installed: float, namespace: str
+) -> None:
+    """The image's entrypoint is gpu2dra and serve only its default command: a pod of the image
+    whose args are `translate -f FILE` translates the manifest it mounts, as `docker run IMAGE
+    translate -f -` would, and exits 0."""
+    core = client.CoreV1Api(api_client)
+    manifest = yaml.safe_dump(gpu_pod("trainer"))
+    core.create_namespaced_config_map(
+        namespace,
+        client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name="manifest"), data={"pod.yaml": manifest}
+        ),
+    )
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "translate"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "gpu2dra",
+                    "image": f"localhost/{NAME}:{VERSION}",
+                    "imagePullPolicy": "Never",
+                    "args": ["translate", "-f", "/in/pod.yaml"],
+                    "volumeMounts": [{"name": "in", "mountPath": "/in"}],
+                }
+            ],
+            "volumes": [{"name": "in", "configMap": {"name": "manifest"}}],
+        },
+    }
+    core.create_namespaced_pod(namespace, client.V1Pod.model_validate(body))
+
+    def finished() -> str | None:
+        phase = core.read_namespaced_pod("translate", namespace).status.phase
+        return phase if phase in ("Succeeded", "Failed") else None
+
+    assert wait_for(finished, 120, "the translate pod to finish") == "Succeeded"
+    out = core.read_namespaced_pod_log("translate", namespace)
+    assert "resourceClaimTemplateName: gpu2dra-gpu-x1-" in out
+    assert "kind: ResourceClaimTemplate" in out
 
 
 def test_the_exporter_serves_metrics_over_https_to_its_reader_only(
