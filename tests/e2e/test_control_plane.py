@@ -339,8 +339,13 @@ def test_build_is_a_timed_no_op_until_the_toolchain_changes(tmp_path: Path) -> N
     ), out
     assert "build -mod=readonly" in calls
     # helm assumes the newest release, as `helm template` without a cluster
-    (helm,) = [c for c in calls.splitlines() if c.startswith("install ")]
+    (helm,) = [c for c in calls.splitlines() if c.startswith("install ") and "helm/v3" in c]
     assert f"k8sVersionMinor={NEWEST.split('.')[1]} " in helm
+    # Helm 4 beside it, as helm4 (its post-renderers are plugins)
+    (helm4,) = [c for c in calls.splitlines() if c.startswith("install ") and "helm/v4" in c]
+    assert "helm.sh/helm/v4/cmd/helm@v4." in helm4
+    assert re.search(rf"^built helm4 {TIME}$", out, re.M), out
+    assert (tmp_path / "bin" / "helm4").exists()
 
     again, calls = run_build(tmp_path, "go1.99.0")
     current = [
@@ -350,6 +355,7 @@ def test_build_is_a_timed_no_op_until_the_toolchain_changes(tmp_path: Path) -> N
     ]
     current += [
         rf"helm v\d+\.\d+\.\d+ is current in {tmp_path}/bin \(checked {TIME}\)",
+        rf"helm4 v4\.\d+\.\d+ is current in {tmp_path}/bin \(checked {TIME}\)",
         rf"control plane binaries for {' '.join(RELEASES)} ready in {tmp_path}/bin {TIME}",
     ]
     assert re.fullmatch("".join(line + "\n" for line in current), again), again
@@ -357,6 +363,7 @@ def test_build_is_a_timed_no_op_until_the_toolchain_changes(tmp_path: Path) -> N
 
     upgraded, calls = run_build(tmp_path, "go1.99.1")
     assert all(built(r) in upgraded for r in RELEASES) and "built helm" in upgraded
+    assert "built helm4" in upgraded
     assert "build -mod=readonly" in calls
 
 
