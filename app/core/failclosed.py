@@ -116,7 +116,7 @@ def yunikorn_mark(metadata: Any) -> str | None:
     """What in a pod's (or pod template's) metadata marks it for YuniKorn, in words ("label
     queue, annotation yunikorn.apache.org/user.info"); None when nothing does. Keys only: their
     values (a user's name, an application ID) say nothing of the pod's GPUs."""
-    if not isinstance(metadata, Mapping):
+    if not isinstance(metadata, Mapping) or not _marked(metadata):
         return None
     marks = []
     for field, word in (("labels", "label"), ("annotations", "annotation")):
@@ -127,6 +127,21 @@ def yunikorn_mark(metadata: Any) -> str | None:
             if key.startswith(YUNIKORN_DOMAIN) or (field == "labels" and key in YUNIKORN_LABELS):
                 marks.append(f"{word} {key}")
     return ", ".join(marks) or None
+
+
+def _marked(metadata: Mapping[str, Any]) -> bool:
+    """Whether any key marks the pod for YuniKorn: on every pod's admission, so one pass over
+    the keys, nothing sorted or built unless one does."""
+    labels, annotations = metadata.get("labels"), metadata.get("annotations")
+    if isinstance(labels, Mapping):
+        for key in labels:
+            if isinstance(key, str) and (key in YUNIKORN_LABELS or key.startswith(YUNIKORN_DOMAIN)):
+                return True
+    if isinstance(annotations, Mapping):
+        for key in annotations:
+            if isinstance(key, str) and key.startswith(YUNIKORN_DOMAIN):
+                return True
+    return False
 
 
 def scheduler_problem(
