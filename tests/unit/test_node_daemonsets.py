@@ -5,7 +5,6 @@ with `sleep` standing in for the plugins and a dict for the node's labels."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import cast
@@ -14,7 +13,6 @@ import pytest
 
 from tests.node.node import DEVICE_PLUGIN, DRA_PLUGIN, SELECTORS, DaemonSets, RealNode
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
 PLUGIN_ON = {SELECTORS[DEVICE_PLUGIN][0]: "true"}
 DRA_ON = {SELECTORS[DEVICE_PLUGIN][0]: "false", SELECTORS[DRA_PLUGIN][0]: "true"}
 BOTH = {SELECTORS[DEVICE_PLUGIN][0]: "true", SELECTORS[DRA_PLUGIN][0]: "true"}
