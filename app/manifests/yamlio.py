@@ -239,6 +239,18 @@ class _FastLoader(_CParser):  # type: ignore[misc,valid-type]
 read_as_the_api_server(_FastLoader)
 
 
+# What PyYAML's constructors of tagged scalars raise on a value their tag does not fit, as
+# Python's own errors (`!!int ""`: IndexError; `!!bool x`: KeyError; `!!timestamp x`:
+# AttributeError; `2024-01-51`: ValueError): a YAML error like any other.
+UNFIT = (ValueError, OverflowError, IndexError, KeyError, AttributeError, TypeError)
+
+
+def _unfit(err: Exception) -> str:
+    if isinstance(err, (ValueError, OverflowError)):
+        return str(err)
+    return "a tag's constructor refused it"
+
+
 def load_all(text: str, found: list[Source | None] | None = None) -> Iterable[Any]:
     """The documents of a YAML stream, one at a time, as PyYAML's SafeLoader reads them.
     Raises yaml.YAMLError, or TooComplex for alias bombs. With `found`, the Source of each
@@ -255,7 +267,14 @@ def load_all(text: str, found: list[Source | None] | None = None) -> Iterable[An
         while loader.check_node():
             node = loader.get_node()
             starts.append(_start(node))
-            yield loader.construct_document(node)
+            try:
+                document = loader.construct_document(node)
+            except UNFIT as err:
+                # No line: the scalar that failed is not known here, only its document.
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a value does not fit its tag ({_unfit(err)})"
+                ) from None
+            yield document
     finally:
         loader.dispose()
     if found is not None:

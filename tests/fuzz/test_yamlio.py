@@ -68,14 +68,16 @@ def pyyaml_load(text: str) -> list[Any] | type[Exception]:
             collections.deque(yaml.parse(text, Loader=yaml.CSafeLoader), maxlen=0)
             return list(yaml.load_all(text, Loader=PyLoader))
         return list(yaml.load_all(text, Loader=CLoader))
-    except (yaml.YAMLError, ValueError) as err:  # ValueError: a date like 2024-01-51
+    except yaml.YAMLError as err:
         return type(err)
+    except yamlio.UNFIT:  # a value its tag does not fit (2024-01-51, `!!int ""`): gpu2dra
+        return yaml.constructor.ConstructorError  # says so as a YAML error
 
 
 def fast_load(text: str) -> list[Any] | type[Exception]:
     try:
         return list(yamlio.load_all(text))
-    except (yaml.YAMLError, ValueError, yamlio.TooComplex) as err:
+    except (yaml.YAMLError, yamlio.TooComplex) as err:
         return type(err)
 
 

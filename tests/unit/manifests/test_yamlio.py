@@ -84,3 +84,24 @@ def test_a_key_set_twice_is_refused_with_its_lines(text: str, message: str) -> N
 def test_a_merge_key_may_still_be_overridden() -> None:
     [doc] = load_documents("kind: X\nbase: &b {k: 1, j: 2}\nuse: {<<: *b, k: 3}\n")
     assert doc["use"] == {"k": 3, "j": 2}
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("!!int ", "a tag's constructor refused it"),
+        ("!!float ", "a tag's constructor refused it"),
+        ("!!bool x", "a tag's constructor refused it"),
+        ("!!timestamp x", "a tag's constructor refused it"),
+        ("&a !!int ", "a tag's constructor refused it"),  # through PyYAML's own loader
+        ("2024-01-51", "day is out of range for month"),
+    ],
+)
+def test_a_value_its_tag_does_not_fit_is_a_yaml_error(value: str, why: str) -> None:
+    """PyYAML's constructors raise Python's own errors on these (IndexError, KeyError,
+    AttributeError, ValueError): read, they are one ManifestError that names the document."""
+    with pytest.raises(ManifestError) as raised:
+        load_documents(f"kind: ConfigMap\ndata:\n  a: {value}\n")
+    assert str(raised.value) == (
+        f"document 1: not valid YAML: a value does not fit its tag ({why})"
+    )
