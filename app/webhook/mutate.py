@@ -43,7 +43,9 @@ from app.webhook.reviews import (
 )
 from app.webhook.verdicts import Decision, Verdict, allow, deny
 
-AUDIT_ANNOTATION = "gpu2dra.io/would-translate"
+# The API server prefixes an audit annotation's key with the webhook's name
+# (pods.mutate.gpu2dra.io/would-translate) and drops a key that has a prefix of its own.
+AUDIT_ANNOTATION = "would-translate"
 
 
 MEMO_SIZE = 1024  # pod shapes remembered: a cluster runs far fewer distinct GPU workloads

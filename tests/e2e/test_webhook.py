@@ -274,7 +274,12 @@ def test_audit_namespace_warns_and_stores_unchanged(
     namespace: str,
 ) -> None:
     webhook.set_mode(api_client, namespace, "audit")
+    log = control_plane.log_dir / "kube-apiserver.log"
+    refused = "Failed to set admission audit annotation"
+    before = log.read_text().count(refused)
     stored, warnings = control_plane.create(namespace, gpu_pod("p", {"nvidia.com/gpu": 2}))
+    # The audit event gets pods.mutate.gpu2dra.io/would-translate: the key is the API server's.
+    assert log.read_text().count(refused) == before, "the API server refused the audit annotation"
     assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
     assert "resourceClaims" not in stored["spec"]
     assert (
