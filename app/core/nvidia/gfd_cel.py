@@ -102,7 +102,10 @@ def _ints(values: Sequence[str]) -> list[int] | None:
 
 
 def _memory_range(mib: int) -> str:
-    # GFD's gpu.memory is the total in MiB rounded down, so N means N Mi <= memory < N+1 Mi.
+    # GFD's gpu.memory is NVML's total in MiB rounded down, so N means N Mi <= memory < N+1 Mi.
+    # On a MIG single-strategy node it is the MIG device's MemorySizeMB (k8s-device-plugin
+    # internal/resource/nvml-mig-device.go), which the driver publishes as its MIG devices'
+    # memory in Mi (dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/mig.go): the same range.
     return (
         f"({_MEMORY}.compareTo(quantity('{mib}Mi')) >= 0 && "
         f"{_MEMORY}.compareTo(quantity('{mib + 1}Mi')) < 0)"

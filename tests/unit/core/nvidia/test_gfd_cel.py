@@ -80,12 +80,17 @@ def _mib(device: Device) -> int:
 
 
 def test_mig_single_strategy_picks_the_mig_device() -> None:
-    mig_class = class_selectors(device_class("mig.nvidia.com", "mig"))
+    """GFD labels a single-strategy node's gpu.memory with the MIG device's NVML
+    MemorySizeMB (k8s-device-plugin internal/resource/nvml-mig-device.go GetAttributes):
+    19968 for an A100-40GB's 3g.20gb, which the driver publishes as the GPU-instance
+    profile's MemorySizeMB in Mi (cmd/gpu-kubelet-plugin/mig.go)."""
+    assert _mib(MIG[1]) == 19968, MIG[1].capacity
+    mig_class = class_selectors(device_class("mig.nvidia.com"))
     selectors = generated(
         {"nvidia.com/gpu": 1},
         nodeSelector={
             "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb",
-            "nvidia.com/gpu.memory": str(_mib(MIG[1])),
+            "nvidia.com/gpu.memory": "19968",
         },
     )
     picked = chosen([*mig_class, *selectors], [A100, *MIG])
