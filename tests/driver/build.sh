@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the inventory of NVIDIA's DRA driver into ${GPU2DRA_BIN:-<repo>/.bin}/driver/inventory:
+# Build the inventory of NVIDIA's DRA driver into ${GPU2DRA_BIN:-<repo>/.bin}/driver/inventory
+# (and copy the driver's Helm chart to .../driver/chart):
 # the driver's own kubelet-plugin package (cmd/gpu-kubelet-plugin of
 # sigs.k8s.io/dra-driver-nvidia-gpu at the version go.mod pins), copied out of the Go module
 # cache into build/driver, with inventory/*.go added to it and the plugin's main renamed, so
@@ -44,7 +45,7 @@ module_dir() {
 }
 
 want="$({ cat go.mod go.sum build.sh inventory/*.go fabricmanager/*.go; echo "$compiler_version"; go version; } | sha256 | cut -d' ' -f1)"
-if [[ -f "$out/.stamp" && "$(cat "$out/.stamp")" == "$want" && -x "$out/inventory" ]]; then
+if [[ -f "$out/.stamp" && "$(cat "$out/.stamp")" == "$want" && -x "$out/inventory" && -d "$out/chart" ]]; then
     echo "the driver's inventory ($module $version) is current in $out (checked in $(elapsed))"
     exit 0
 fi
@@ -94,5 +95,8 @@ sed -i 's#"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"#"sigs.k8s.io/dra-driver
 (cd build/driver && CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" \
     go build -mod=readonly -trimpath \
     -ldflags "-s -w -X main.driverVersion=$version" -o "$out/inventory" ./cmd/gpu-kubelet-plugin)
+# The driver's Helm chart beside it: the DeviceClasses it installs are the suite's
+# (tests/driver/golden/deviceclasses.yaml, rendered from it again by a test).
+cp -R build/driver/deployments/helm/dra-driver-nvidia-gpu "$out/chart"
 echo "$want" > "$out/.stamp"
 echo "built $out/inventory ($(du -m "$out/inventory" | cut -f1) MB) in $(elapsed)"

@@ -163,12 +163,14 @@ def webhook(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Webhook]:
     """A real `gpu2dra serve`, registered through the chart's webhook configurations; its log
-    is copied with the control plane's when a test fails."""
+    is copied with the control plane's when a test fails. nvidia.com/gpu's `inTree` is the
+    module's IN_TREE, `translate` where it has none (tests/support/webhook.py in_tree_policy)."""
     work_dir = tmp_path_factory.mktemp("gpu2dra")
     module = request.module.__name__.rsplit(".", 1)[-1]
     logs = request.session.stash.setdefault(_webhook_logs, {}).setdefault(release, {})
     logs[module] = work_dir / WEBHOOK_LOG
-    yield from running_webhook(control_plane, api_client, work_dir)
+    in_tree = getattr(request.module, "IN_TREE", "translate")
+    yield from running_webhook(control_plane, api_client, work_dir, in_tree)
 
 
 @pytest.fixture

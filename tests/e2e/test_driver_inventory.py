@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.controlplane import REPO_ROOT, find_bin_dir
 from tests.support.tools import missing
@@ -214,3 +215,51 @@ def test_the_mock_publishes_what_the_real_gpu_does(inventory: Path, gpu: str, du
         f"the mock {gpu} differs from the real one ({real_file.relative_to(REPO_ROOT)},"
         " 'golden' below):\n" + "\n".join(found)
     )
+
+
+# -- The DeviceClasses the driver's chart installs ------------------------------------------------
+
+CLASSES_GOLDEN = GOLDEN / "deviceclasses.yaml"
+# The chart refuses to render GPU resources without gpuResourcesEnabledOverride (its guard
+# against running beside the device plugin) or in the default namespace; --api-versions is
+# what helm install finds on a v1 cluster (its resourceApiVersion helper reads it).
+CHART_ARGS = [
+    "--namespace=nvidia-dra-driver-gpu",
+    "--set=gpuResourcesEnabledOverride=true",
+    "--api-versions=resource.k8s.io/v1",
+    *(f"--show-only=templates/deviceclass-{name}.yaml" for name in ("gpu", "mig", "vfio-gpu")),
+]
+
+
+def test_the_suite_uses_the_classes_the_driver_chart_installs(inventory: Path) -> None:
+    chart, helm = inventory.parent / "chart", find_bin_dir() / "helm"
+    assert chart.is_dir(), f"no {chart}: run `bash {BUILD_HINT}`"
+    assert os.access(helm, os.X_OK), f"no {helm}: run `bash tests/k8s/build.sh`"
+    result = subprocess.run(
+        [str(helm), "template", "dra", str(chart), *CHART_ARGS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    rendered = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    if REGENERATE:
+        header = "".join(
+            line for line in CLASSES_GOLDEN.read_text().splitlines(True) if line.startswith("#")
+        )
+        body = "".join(
+            line for line in result.stdout.splitlines(True) if not line.startswith("# Source")
+        )
+        CLASSES_GOLDEN.write_text(header + body)
+    golden = [doc for doc in yaml.safe_load_all(CLASSES_GOLDEN.read_text()) if doc]
+    assert [c["metadata"]["name"] for c in rendered] == [
+        "gpu.nvidia.com",
+        "mig.nvidia.com",
+        "vfio.gpu.nvidia.com",
+    ]
+    found = list(differences(golden, rendered))
+    assert not found, f"the driver chart's DeviceClasses differ from {CLASSES_GOLDEN.name}:\n" + (
+        "\n".join(found)
+    )
+    assert rendered[0]["spec"]["extendedResourceName"] == "nvidia.com/gpu"

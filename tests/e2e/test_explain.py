@@ -108,7 +108,8 @@ def test_capacity_exhausted_names_the_holder(
 @pytest.mark.parametrize(
     ("mode", "annotations", "expected"),
     [
-        (None, {}, "is in mode disabled (no label: the default mode); it uses the device plugin"),
+        # The driver chart's gpu.nvidia.com serves nvidia.com/gpu in-tree on 1.37.
+        (None, {}, "is in mode disabled (no label: the default mode); it is served in-tree"),
         ("disabled", {}, "is in mode disabled (label gpu2dra.io/migration=disabled)"),
         (
             "audit",
@@ -132,7 +133,7 @@ def test_not_translated_says_why(
     pod = gpu_pod("legacy", {"nvidia.com/gpu": 1})
     pod["metadata"]["annotations"] = annotations
     control_plane.create(namespace, pod)
-    text = explain(control_plane, namespace, "legacy")
+    text = explain(control_plane, namespace, "legacy", "--policy", str(webhook.policy))
     assert "not translated (1 x nvidia.com/gpu)" in text
     assert expected in text
 
@@ -149,7 +150,7 @@ def test_created_while_the_webhook_was_down(
         control_plane.create(namespace, gpu_pod("missed", {"nvidia.com/gpu": 1}))
     finally:
         webhook.start()
-    text = explain(control_plane, namespace, "missed")
+    text = explain(control_plane, namespace, "missed", "--policy", str(webhook.policy))
     assert f"not translated (1 x nvidia.com/gpu) although namespace {namespace} is enabled" in text
     assert "pod claims can only be added when a pod is created" in text
 
@@ -223,7 +224,7 @@ def test_skipped_namespaces(
         )
     assert (
         "  info  not translated (1 x nvidia.com/gpu): namespace kube-system is never changed; it "
-        "uses the device plugin\n" in text
+        "is served in-tree\n" in text
     )
 
     policy = tmp_path / "policy.yaml"

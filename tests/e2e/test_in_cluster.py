@@ -37,7 +37,7 @@ from tests.support.cluster import (
 from tests.support.controlplane import REAL_NODE_NAME, REPO_ROOT, ControlPlane, find_bin_dir
 from tests.support.realnode import running_node
 from tests.support.tools import missing
-from tests.support.webhook import CHART, RELEASE_NAMESPACE
+from tests.support.webhook import CHART, RELEASE_NAMESPACE, in_tree_values
 
 pytestmark = pytest.mark.every_release
 
@@ -68,10 +68,11 @@ SECURE_EXPORTER = [
 
 
 def values(tag: str) -> list[str]:
-    """What a user sets to run an image they built and loaded themselves."""
+    """What a user sets to run an image they built and loaded themselves; and, as the rest of
+    the suite, `inTree: translate` beside the driver chart's gpu.nvidia.com (in_tree_policy)."""
     sets = ["image.registry=", f"image.repository=localhost/{NAME}", f"image.tag={tag}"]
     sets.append("image.pullPolicy=Never")
-    return [word for value in sets for word in ("--set", value)]
+    return [word for value in sets for word in ("--set", value)] + in_tree_values("translate")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """gpu2dra beside the in-tree extended-resource path (KEP-5004, GA in 1.37), on the real
 scheduler and controller-manager: gpu.nvidia.com carries `extendedResourceName:
-nvidia.com/gpu`, as the NVIDIA driver's chart makes it.
+nvidia.com/gpu`, as the NVIDIA driver's chart makes it (the suite's classes are the chart's),
+and gpu2dra runs its default policy (`inTree: defer`).
 
 No pod is ever served by both paths; a pod gpu2dra translates gets exactly its devices; a
 pod it leaves alone (a namespace not enabled, the skip annotation, a pod that gains nothing
@@ -12,7 +13,6 @@ and back without touching running pods.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -38,31 +38,27 @@ Obj = dict[str, Any]
 EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 
 
-def _served(api: client.ApiClient, webhook: Webhook, namespace: str, name: str | None) -> None:
-    """Set gpu.nvidia.com's extendedResourceName, and wait until gpu2dra's cache has it: a
-    plain GPU pod in an enabled namespace is then left to the scheduler."""
-    client.CustomObjectsApi(api).patch_cluster_custom_object(
-        RESOURCE_GROUP,
-        RESOURCE_VERSION,
-        "deviceclasses",
-        "gpu.nvidia.com",
-        {"spec": {"extendedResourceName": name}},
-    )
-    webhook.set_mode(api, namespace, "enabled")
-    probe = gpu_pod("probe", {"nvidia.com/gpu": 1})
-
-    def seen() -> bool:
-        response = webhook.dry_run(namespace, probe)
-        return ("patch" in response) == (name is None)
-
-    wait_for(seen, 30, f"gpu2dra to see extendedResourceName {name}")
+# This module's gpu2dra runs the default policy, `inTree: defer` (conftest's `webhook` reads
+# IN_TREE; the rest of the suite runs `translate`).
+IN_TREE = "defer"
 
 
 @pytest.fixture
-def in_tree(api_client: client.ApiClient, webhook: Webhook, namespace: str) -> Iterator[None]:
-    _served(api_client, webhook, namespace, "nvidia.com/gpu")
-    yield
-    _served(api_client, webhook, namespace, None)
+def in_tree(api_client: client.ApiClient, webhook: Webhook, namespace: str) -> None:
+    """gpu.nvidia.com serves nvidia.com/gpu in-tree, as the driver chart makes it (the suite's
+    class): once gpu2dra's cache has it, a plain GPU pod in an enabled namespace is left to
+    the scheduler."""
+    spec = client.CustomObjectsApi(api_client).get_cluster_custom_object(
+        RESOURCE_GROUP, RESOURCE_VERSION, "deviceclasses", "gpu.nvidia.com"
+    )["spec"]
+    assert spec.get("extendedResourceName") == "nvidia.com/gpu", spec
+    webhook.set_mode(api_client, namespace, "enabled")
+    probe = gpu_pod("probe", {"nvidia.com/gpu": 1})
+    wait_for(
+        lambda: "patch" not in webhook.dry_run(namespace, probe),
+        30,
+        "gpu2dra to leave a plain GPU pod to the in-tree path",
+    )
 
 
 def extended_claims(api: client.ApiClient, namespace: str) -> list[Obj]:

@@ -31,7 +31,7 @@ from tests.support.cluster import (
 )
 from tests.support.controlplane import ControlPlane
 from tests.support.karpenter import NODEPOOL, VERSION, Karpenter, running_karpenter
-from tests.support.webhook import Webhook, of_kind, register, unregister
+from tests.support.webhook import Webhook, in_tree_policy, of_kind, register, unregister
 
 pytestmark = pytest.mark.every_release
 IGNORE_NOT = "--ignore-dra-requests=false"
@@ -51,7 +51,9 @@ def webhook(
     hook = Webhook(work_dir, control_plane.kubeconfig, control_plane.helm)
     policy = yaml.safe_load(of_kind(hook.rendered(), "ConfigMap")["data"]["policy.yaml"]) or {}
     translate = work_dir / "translate.yaml"
-    translate.write_text(yaml.safe_dump({**policy, "noDraCapacity": "translate"}))
+    translate.write_text(
+        yaml.safe_dump({**policy, **in_tree_policy("translate"), "noDraCapacity": "translate"})
+    )
     hook.start("--policy", str(translate))
     register(api_client, hook.rendered())
     try:

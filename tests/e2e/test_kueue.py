@@ -56,7 +56,7 @@ def test_a_queued_pod_stays_on_the_device_plugin_until_kueue_counts_its_claims(
     assert "resourceClaims" not in stored["spec"]
     assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert webhook.metric("gpu2dra_outcomes_total", code="kueue-gate-off") - before == 1
-    explained = explain(control_plane.kubeconfig, "off", namespace)
+    explained = explain(control_plane.kubeconfig, "off", namespace, "--policy", str(webhook.policy))
     assert "not translated (1 x nvidia.com/gpu): queued by Kueue v0.17 with its DRA gate" in (
         explained
     )

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -72,8 +73,19 @@ GOLDEN_DIR = DRIVER_DIR / "golden"
 # -- DeviceClasses -----------------------------------------------------------------------------
 
 
-def device_class(name: str, device_type: str) -> Obj:
-    """A DeviceClass like the driver's chart: driver gpu.nvidia.com, attribute type."""
+def driver_device_classes() -> list[Obj]:
+    """The DeviceClasses NVIDIA's driver chart installs (tests/driver/golden/deviceclasses.yaml):
+    gpu.nvidia.com with `extendedResourceName: nvidia.com/gpu`, mig.nvidia.com and
+    vfio.gpu.nvidia.com. An API server without DRAExtendedResource (1.34, 1.35) drops the field."""
+    text = (GOLDEN_DIR / "deviceclasses.yaml").read_text()
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def device_class(name: str, device_type: str | None = None) -> Obj:
+    """The driver chart's class `name`; with `device_type`, a class of that name selecting
+    that type as the chart's do, with no extendedResourceName."""
+    if device_type is None:
+        return next(c for c in driver_device_classes() if c["metadata"]["name"] == name)
     expression = (
         f"device.driver == '{GPU_DRIVER}' && "
         f"device.attributes['{GPU_DRIVER}'].type == '{device_type}'"
@@ -87,8 +99,8 @@ def device_class(name: str, device_type: str) -> Obj:
 
 
 def create_nvidia_device_classes(api: client.ApiClient) -> None:
-    """gpu.nvidia.com (type gpu) and mig.nvidia.com (type mig); fine if they already exist."""
-    for body in (device_class("gpu.nvidia.com", "gpu"), device_class("mig.nvidia.com", "mig")):
+    """The driver chart's DeviceClasses; fine if they already exist."""
+    for body in driver_device_classes():
         _create_cluster_object(api, "deviceclasses", body, exist_ok=True)
 
 

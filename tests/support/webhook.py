@@ -23,6 +23,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.core.policy import DEFAULT_POLICY_YAML
 from tests.support.controlplane import ADMIN_USER, REPO_ROOT
 from tests.support.ports import free_port
 
@@ -52,8 +53,11 @@ def of_kind(docs: list[Obj], kind: str) -> Obj:
 class Webhook:
     """`python -m app serve` on loopback, with certificates from `gpu2dra certs`."""
 
-    def __init__(self, work_dir: Path, kubeconfig: Path, helm: Path) -> None:
+    def __init__(
+        self, work_dir: Path, kubeconfig: Path, helm: Path, in_tree: str = "translate"
+    ) -> None:
         self.work_dir, self.kubeconfig, self.helm = work_dir, kubeconfig, helm
+        self.in_tree = in_tree
         self.port = free_port()
         self.certs = work_dir / "certs"
         self.log = work_dir / WEBHOOK_LOG
@@ -103,11 +107,12 @@ class Webhook:
     def start(
         self, *args: str, wait_for: str = "/readyz", timeout: float = 60, module: str = "app"
     ) -> None:
-        """Run `gpu2dra serve` with the chart's policy (and `args`) as `python -m module`
-        (another module that ends in app's CLI: tests/e2e/faulty_serve.py); wait until
-        `wait_for` answers 200."""
-        policy = of_kind(self.rendered(), "ConfigMap")["data"]["policy.yaml"]
-        self.policy.write_text(policy)
+        """Run `gpu2dra serve` with the chart's policy, nvidia.com/gpu's inTree set to
+        `self.in_tree` (see in_tree_policy), and `args`, as `python -m module` (another
+        module that ends in app's CLI: tests/e2e/faulty_serve.py); wait until `wait_for`
+        answers 200."""
+        policy = yaml.safe_load(of_kind(self.rendered(), "ConfigMap")["data"]["policy.yaml"]) or {}
+        self.policy.write_text(yaml.safe_dump({**policy, **in_tree_policy(self.in_tree)}))
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         command = [
             sys.executable,
@@ -283,14 +288,34 @@ def unregister(api: client.ApiClient, name: str = "gpu2dra") -> None:
                 raise
 
 
-def running_webhook(plane: Any, api: client.ApiClient, work_dir: Path) -> Iterator[Webhook]:
+def in_tree_policy(choice: str) -> Obj:
+    """The default policy's mappings with nvidia.com/gpu's `inTree` set to `choice`.
+
+    The suite's clusters have the driver chart's classes, so on 1.36+ `gpu.nvidia.com` serves
+    nvidia.com/gpu in-tree, and the default `defer` would leave every plain GPU pod to the
+    scheduler. The e2e webhook therefore runs with `translate`, as a cluster does that wants
+    gpu2dra to serve every pod (its tests are of gpu2dra's translation); tests/e2e/
+    test_in_tree.py runs the default, `defer`."""
+    mappings = yaml.safe_load(DEFAULT_POLICY_YAML)["mappings"]
+    mappings["nvidia.com/gpu"]["inTree"] = choice
+    return {"mappings": mappings}
+
+
+def in_tree_values(choice: str) -> list[str]:
+    """The `helm install` arguments that give the chart's pods in_tree_policy(choice)."""
+    return ["--set-json", f"policy.mappings={json.dumps(in_tree_policy(choice)['mappings'])}"]
+
+
+def running_webhook(
+    plane: Any, api: client.ApiClient, work_dir: Path, in_tree: str = "translate"
+) -> Iterator[Webhook]:
     """gpu2dra serving and registered by URL; unregistered afterwards, so that later modules
     (the Helm tests) can install a release of the same name."""
     from tests.support.cluster import create_nvidia_device_classes, publish_elsewhere
 
     create_nvidia_device_classes(api)
     publish_elsewhere(api)
-    hook = Webhook(work_dir, plane.kubeconfig, plane.helm)
+    hook = Webhook(work_dir, plane.kubeconfig, plane.helm, in_tree)
     hook.start()
     register(api, hook.rendered())
     try:
