@@ -147,6 +147,14 @@ class Code(StrEnum):
         "priorityClassName {name} can preempt, and " + NO_PREEMPTION + "; pod left on the "
         "device plugin (policy preemptingPods: leave; set translate to move such pods)",
     )
+    PREEMPTING_IN_TREE = (
+        "preempting-in-tree",
+        "left",
+        "priorityClassName {name} can preempt, and " + NO_PREEMPTION + "; pod left as is "
+        "(policy preemptingPods: leave), but DeviceClass {classes} serves {resources} in-tree, "
+        "through DRA claims too: it preempts only for nodes whose device plugin offers "
+        "{resources}",
+    )
     NO_DRA_DEVICES = (
         "no-dra-devices",
         "left",

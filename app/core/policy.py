@@ -65,7 +65,9 @@ mappings:
 migSingle: nvidia.com/mig-*
 # Pods whose priority class can preempt (priorityClassName, preemptionPolicy not Never): the
 # scheduler does not preempt for DRA claims on Kubernetes 1.34-1.37 (KEP-5690), so leave keeps
-# them on the device plugin, where they still preempt; translate moves them and says so.
+# them on the device plugin, where they still preempt (where a class serves their resource
+# in-tree, the scheduler can still give them DRA devices: outcome preempting-in-tree);
+# translate moves them and says so.
 preemptingPods: leave
 # Pods Kueue queues through its pod or deployment integration, where that Kueue would not
 # count their DRA claims against the ClusterQueue (its DRA gate off, a DeviceClass not in

@@ -8,6 +8,8 @@ GPUs are extended resources, which preemption does free.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from app.core.kube import Obj
 from app.core.outcomes import Code, Finding
 
@@ -23,6 +25,17 @@ def preempting_class(spec: Obj) -> str | None:
     return name
 
 
-def preemption_warning(name: str, translated: bool) -> Finding:
-    """What the warning says of a pod of priority class `name` that can preempt."""
-    return Finding(Code.PREEMPTION_LOST if translated else Code.PREEMPTING, name=name)
+def preemption_warning(
+    name: str, translated: bool, served: Mapping[str, tuple[str, ...]] | None = None
+) -> Finding:
+    """What the warning says of a pod of priority class `name` that can preempt; `served`:
+    the DeviceClasses that serve each of its resources in-tree, when some serve all of them
+    (the scheduler can then give the pod it leaves DRA devices, where it does not preempt)."""
+    if translated:
+        return Finding(Code.PREEMPTION_LOST, name=name)
+    if served:
+        classes = ", ".join(dict.fromkeys(c for found in served.values() for c in found))
+        return Finding(
+            Code.PREEMPTING_IN_TREE, name=name, classes=classes, resources=", ".join(served)
+        )
+    return Finding(Code.PREEMPTING, name=name)

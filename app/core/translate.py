@@ -20,7 +20,7 @@ from app.core.failclosed import (
     watched_annotations,
 )
 from app.core.initclaims import Legacy
-from app.core.intree import defer_reason
+from app.core.intree import defer_reason, native_classes
 from app.core.kube import Obj, Path
 from app.core.mapping import ResourceMapping
 from app.core.nvidia.gfd import (
@@ -86,7 +86,9 @@ def translate(
     if not asked.legacy and not asked.left:
         return _unchanged(spec, warnings)
     # Every reason that leaves the pod is named, not only the first.
-    hami = _fail_closed(spec, policy, annotations, warnings, left=asked.left, yunikorn=yunikorn)
+    hami = _fail_closed(
+        spec, policy, catalog, annotations, warnings, asked=asked, yunikorn=yunikorn
+    )
     if hami is None:
         return _unchanged(spec, warnings)
     pod_claims = spec.get("resourceClaims")
@@ -136,28 +138,33 @@ def _asked(spec: Obj, policy: Policy, warnings: list[Finding]) -> _Asked:
 def _fail_closed(
     spec: Obj,
     policy: Policy,
+    catalog: Catalog,
     annotations: Any,
     warnings: list[Finding],
     *,
-    left: bool,
+    asked: _Asked,
     yunikorn: str | None,
 ) -> DeviceFilter | None:
     """What else can pick the pod's GPUs: its scheduler (YuniKorn's, where it marks the
     pod), the annotations a GPU scheduler reads, its priority's preemption. The device
-    selectors HAMi's annotations become, or None when the pod is left (`left`: already, by
-    a container)."""
+    selectors HAMi's annotations become, or None when the pod is left (already, when
+    `asked.left`: by a container)."""
     found = len(warnings)
     if scheduler := scheduler_problem(spec, policy, yunikorn):
         warnings.append(scheduler)
     hami = device_filter(watched_annotations(annotations, policy))
     warnings.extend(hami.problems)
-    if left or len(warnings) > found:
+    if asked.left or len(warnings) > found:
         return None
     if (preempting := preempting_class(spec)) is not None:
-        translating = policy.preempting_pods == "translate"
-        warnings.append(preemption_warning(preempting, translating))
-        if not translating:
-            return None
+        if policy.preempting_pods == "translate":
+            warnings.append(preemption_warning(preempting, True))
+            return hami
+        resources = {lg.resource for _, lgs in asked.legacy.values() for lg in lgs}
+        served = native_classes(resources, catalog)
+        whole = len(served) == len(resources)
+        warnings.append(preemption_warning(preempting, False, served if whole else None))
+        return None
     return hami
 
 

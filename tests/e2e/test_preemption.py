@@ -20,6 +20,8 @@ from app.core.policy import load_policy, parse_policy
 from app.core.translate import translate
 from tests.e2e.inspecting import gpu2dra, unschedulable
 from tests.support.cluster import (
+    RESOURCE_GROUP,
+    RESOURCE_VERSION,
     add_device_plugin_node,
     add_gpu_node,
     gpu_pod,
@@ -93,10 +95,63 @@ def test_a_preempting_pod_is_left_where_it_still_preempts(
     assert "resourceClaims" not in stored["spec"]
     assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert f"priorityClassName {high} can preempt, and the scheduler does not preempt" in warnings
-    assert "pod left on the device plugin (policy preemptingPods: leave" in warnings
+    if served_in_tree(api_client):  # the driver chart's gpu.nvidia.com, on 1.36+
+        assert "pod left as is (policy preemptingPods: leave), but DeviceClass" in warnings
+    else:
+        assert "pod left on the device plugin (policy preemptingPods: leave" in warnings
     # The device plugin's GPU is freed by preemption: the victim goes, the urgent pod binds.
     wait_for(lambda: gone_or_going(api_client, legacy, "victim"), 60, "the victim's preemption")
     wait_for_pod_scheduled(api_client, enabled, "urgent")
+
+
+def served_in_tree(api: client.ApiClient) -> bool:
+    """Whether gpu.nvidia.com serves nvidia.com/gpu in-tree: the driver chart sets
+    extendedResourceName, which an API server without DRAExtendedResource (1.34) drops."""
+    spec = client.CustomObjectsApi(api).get_cluster_custom_object(
+        RESOURCE_GROUP, RESOURCE_VERSION, "deviceclasses", "gpu.nvidia.com"
+    )["spec"]
+    return bool(spec.get("extendedResourceName"))
+
+
+def test_a_left_preempting_pod_does_not_preempt_on_the_in_tree_path(
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    webhook: Webhook,
+    namespace: str,
+    second_namespace: str,
+    gpu_nodes: list[str],
+    classes: tuple[str, str],
+) -> None:
+    """preemptingPods: leave keeps a pod that can preempt off gpu2dra's claims, but where a
+    class serves nvidia.com/gpu in-tree the scheduler can still give it DRA devices, through
+    its own claim, and there it does not preempt either: the warning says so, and on a DRA
+    node whose GPU a lower-priority pod holds, the pod waits and the victim stays."""
+    low, high = classes
+    legacy, enabled = namespace, second_namespace
+    label(api_client, enabled, "enabled")
+    node = add_gpu_node(api_client, gpu_nodes, gpus=1)
+    pod = on(node, gpu_pod("urgent", GPU, priorityClassName=high))
+    if not served_in_tree(api_client):  # 1.34: no in-tree path, the plain warning
+        _, warnings = control_plane.create(enabled, pod, "--dry-run=server")
+        assert "pod left on the device plugin (policy preemptingPods: leave" in warnings
+        return
+    # Left by gpu2dra (a namespace not enabled), served in-tree: it holds the node's GPU.
+    control_plane.create(legacy, on(node, gpu_pod("victim", GPU, priorityClassName=low)))
+    victim = wait_for_pod_scheduled(api_client, legacy, "victim")
+    assert victim["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+
+    stored, warnings = control_plane.create(enabled, pod)
+    assert "resourceClaims" not in stored["spec"]
+    assert (
+        "pod left as is (policy preemptingPods: leave), but DeviceClass gpu.nvidia.com serves "
+        "nvidia.com/gpu in-tree, through DRA claims too: it preempts only for nodes whose "
+        "device plugin offers nvidia.com/gpu"
+    ) in warnings
+    message = unschedulable(api_client, enabled, "urgent")
+    assert "cannot allocate all claims" in message, message
+    time.sleep(5)  # the scheduler retries; preemption would have deleted the victim by now
+    assert not gone_or_going(api_client, legacy, "victim")
+    assert not read_pod(api_client, enabled, "urgent")["spec"].get("nodeName")
 
 
 def test_a_translated_pod_does_not_preempt_for_its_claims(

@@ -171,6 +171,31 @@ def test_in_tree_path(spec: Obj, in_tree: str, deferred: bool) -> None:
     assert not any("owner" in w for w in result.warnings)
 
 
+@pytest.mark.parametrize(
+    ("resources", "code"),
+    [
+        (gpu(1), Code.PREEMPTING_IN_TREE),
+        ({"nvidia.com/gpu": 1, "nvidia.com/mig-1g.5gb": 1}, Code.PREEMPTING),
+    ],
+    ids=["every resource served in-tree", "a MIG slice no class serves"],
+)
+def test_a_preempting_pod_left_beside_the_in_tree_path_is_told(resources: Obj, code: Code) -> None:
+    """preemptingPods: leave keeps a pod that can preempt off gpu2dra's claims; where a
+    DeviceClass serves every resource it asks for in-tree, the scheduler can still give it DRA
+    devices, where it does not preempt either, and the warning says so."""
+    spec = {"priorityClassName": "high", "containers": [container("a", resources)]}
+    result = translate(spec, load_policy(None), SERVED)
+    assert not result.changed and result.in_tree is None
+    (warning,) = result.warnings
+    assert warning.code is code
+    if code is Code.PREEMPTING_IN_TREE:
+        assert warning.endswith(
+            "pod left as is (policy preemptingPods: leave), but DeviceClass gpu.nvidia.com "
+            "serves nvidia.com/gpu in-tree, through DRA claims too: it preempts only for nodes "
+            "whose device plugin offers nvidia.com/gpu"
+        )
+
+
 def test_shared_gpus_need_a_sharing_mapping(catalog: Catalog) -> None:
     raw = _default_raw()
     raw["mappings"]["nvidia.com/gpu.shared"] = {"deviceClassName": "gpu.nvidia.com"}
