@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-import yaml
 from kubernetes import client
 
 from tests.e2e.inspecting import gpu2dra
@@ -25,13 +24,12 @@ from tests.support.cluster import (
     create_nvidia_device_classes,
     gpu_pod,
     label,
-    publish_elsewhere,
     read_pod,
     wait_for,
 )
 from tests.support.controlplane import ControlPlane
 from tests.support.karpenter import NODEPOOL, VERSION, Karpenter, running_karpenter
-from tests.support.webhook import Webhook, in_tree_policy, of_kind, register, unregister
+from tests.support.webhook import Webhook, running_webhook
 
 pytestmark = pytest.mark.every_release
 IGNORE_NOT = "--ignore-dra-requests=false"
@@ -45,22 +43,9 @@ def webhook(
 ) -> Iterator[Webhook]:
     """gpu2dra serving with the chart's policy but `noDraCapacity: translate`, for this module
     only (conftest's `webhook` serves the default, `leave`)."""
-    create_nvidia_device_classes(api_client)
-    publish_elsewhere(api_client)
     work_dir = tmp_path_factory.mktemp("gpu2dra-karpenter-dra")
-    hook = Webhook(work_dir, control_plane.kubeconfig, control_plane.helm)
-    policy = yaml.safe_load(of_kind(hook.rendered(), "ConfigMap")["data"]["policy.yaml"]) or {}
-    translate = work_dir / "translate.yaml"
-    translate.write_text(
-        yaml.safe_dump({**policy, **in_tree_policy("translate"), "noDraCapacity": "translate"})
-    )
-    hook.start("--policy", str(translate))
-    register(api_client, hook.rendered())
-    try:
-        yield hook
-    finally:
-        unregister(api_client)
-        assert hook.stop() in (0, None)
+    policy = {"noDraCapacity": "translate"}
+    yield from running_webhook(control_plane, api_client, work_dir, policy=policy)
 
 
 @pytest.fixture(scope="module")

@@ -19,25 +19,18 @@ from tests.node.node import (
 )
 from tests.support.cluster import (
     allocated_devices,
-    create_nvidia_device_classes,
     gpu_devices,
     read_pod,
     wait_for,
 )
 from tests.support.controlplane import REAL_NODE_NAME, ControlPlane
 from tests.support.realnode import running_node
-from tests.support.webhook import Webhook, register, unregister
+from tests.support.webhook import SHARING_POLICY, Webhook, running_webhook
 
 Obj = dict[str, Any]
 DEVICES = gpu_devices(REAL_NODE_NAME, gpus=1)
 UUID = DEVICES[0]["attributes"]["uuid"]["string"]
 PRODUCT = "nvidia.com/gpu.product"
-POLICY = """\
-mappings:
-  nvidia.com/gpu:
-    deviceClassName: gpu.nvidia.com
-    consumable: {shares: 1, memory: nvidia.com/gpumem}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -46,18 +39,9 @@ def hook(
     api_client: client.ApiClient,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Webhook]:
-    create_nvidia_device_classes(api_client)
+    """gpu2dra with a policy whose nvidia.com/gpu mapping moves shared GPUs onto shares."""
     work_dir = tmp_path_factory.mktemp("gpu2dra-node-sharing")
-    webhook = Webhook(work_dir, control_plane.kubeconfig, control_plane.helm)
-    policy = work_dir / "sharing.yaml"
-    policy.write_text(POLICY)
-    webhook.start("--policy", str(policy))
-    register(api_client, webhook.rendered())
-    try:
-        yield webhook
-    finally:
-        unregister(api_client)
-        assert webhook.stop() in (0, None)
+    yield from running_webhook(control_plane, api_client, work_dir, policy=SHARING_POLICY)
 
 
 @pytest.fixture(scope="module")

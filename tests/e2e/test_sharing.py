@@ -21,7 +21,6 @@ from tests.support.cluster import (
     H100_80GB_HBM3,
     add_gpu_node,
     allocated_devices,
-    create_nvidia_device_classes,
     gpu_pod,
     pod_resource_claims,
     read_pod,
@@ -29,17 +28,11 @@ from tests.support.cluster import (
     wait_for_pod_scheduled,
 )
 from tests.support.controlplane import ControlPlane
-from tests.support.webhook import Webhook, register, unregister
+from tests.support.webhook import SHARING_POLICY, Webhook, running_webhook
 
 Obj = dict[str, Any]
 PRODUCT = "nvidia.com/gpu.product"
 A100_SHARED = "NVIDIA-A100-SXM4-40GB-SHARED"
-POLICY = """\
-mappings:
-  nvidia.com/gpu:
-    deviceClassName: gpu.nvidia.com
-    consumable: {shares: 1, memory: nvidia.com/gpumem}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -49,18 +42,8 @@ def hook(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Webhook]:
     """gpu2dra with a policy whose nvidia.com/gpu mapping moves shared GPUs onto shares."""
-    create_nvidia_device_classes(api_client)
     work_dir = tmp_path_factory.mktemp("gpu2dra-sharing")
-    webhook = Webhook(work_dir, control_plane.kubeconfig, control_plane.helm)
-    policy = work_dir / "sharing.yaml"
-    policy.write_text(POLICY)
-    webhook.start("--policy", str(policy))
-    register(api_client, webhook.rendered())
-    try:
-        yield webhook
-    finally:
-        unregister(api_client)
-        assert webhook.stop() in (0, None)
+    yield from running_webhook(control_plane, api_client, work_dir, policy=SHARING_POLICY)
 
 
 def sliced(name: str) -> Obj:
@@ -111,7 +94,7 @@ def test_time_sliced_pods_share_one_gpu_by_its_shares(
     node = add_gpu_node(api_client, gpu_nodes, gpus=1, consumable="4")
     hook.set_mode(api_client, namespace, "enabled")
     wait_until_shared(hook, namespace, sliced("probe"))
-    _, checks = doctor(control_plane, "--policy", str(hook.work_dir / "sharing.yaml"))
+    _, checks = doctor(control_plane, "--policy", str(hook.policy))
     assert checks["sharing"]["status"] == "PASS", checks["sharing"]
     assert (
         f"gpu.nvidia.com pool {node}: 1 of 1 device(s) shared; gpu-0 offers memory 40Gi "
@@ -196,7 +179,7 @@ def test_where_no_device_is_shared_pods_stay_on_the_device_plugin(
         extended={"nvidia.com/gpu": "4"},
     )
     hook.set_mode(api_client, namespace, "enabled")
-    _, checks = doctor(control_plane, "--policy", str(hook.work_dir / "sharing.yaml"))
+    _, checks = doctor(control_plane, "--policy", str(hook.policy))
     if release == "v1.34":  # on 1.37 other tests' shared nodes may still be there
         assert checks["sharing"]["status"] == "WARN", checks["sharing"]
         assert "--consumable-shares" in checks["sharing"]["fix"]

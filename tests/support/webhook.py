@@ -54,10 +54,15 @@ class Webhook:
     """`python -m app serve` on loopback, with certificates from `gpu2dra certs`."""
 
     def __init__(
-        self, work_dir: Path, kubeconfig: Path, helm: Path, in_tree: str = "translate"
+        self,
+        work_dir: Path,
+        kubeconfig: Path,
+        helm: Path,
+        in_tree: str = "translate",
+        policy: Obj | None = None,
     ) -> None:
         self.work_dir, self.kubeconfig, self.helm = work_dir, kubeconfig, helm
-        self.in_tree = in_tree
+        self.in_tree, self.overrides = in_tree, policy or {}
         self.port = free_port()
         self.certs = work_dir / "certs"
         self.log = work_dir / WEBHOOK_LOG
@@ -108,11 +113,13 @@ class Webhook:
         self, *args: str, wait_for: str = "/readyz", timeout: float = 60, module: str = "app"
     ) -> None:
         """Run `gpu2dra serve` with the chart's policy, nvidia.com/gpu's inTree set to
-        `self.in_tree` (see in_tree_policy), and `args`, as `python -m module` (another
-        module that ends in app's CLI: tests/e2e/faulty_serve.py); wait until `wait_for`
-        answers 200."""
+        `self.in_tree` (see in_tree_policy), the fields of `self.overrides` over both, and
+        `args`, as `python -m module` (another module that ends in app's CLI:
+        tests/e2e/faulty_serve.py); wait until `wait_for` answers 200. The policy it runs is
+        `self.policy`, for the commands to judge by the same."""
         policy = yaml.safe_load(of_kind(self.rendered(), "ConfigMap")["data"]["policy.yaml"]) or {}
-        self.policy.write_text(yaml.safe_dump({**policy, **in_tree_policy(self.in_tree)}))
+        policy = {**policy, **in_tree_policy(self.in_tree), **self.overrides}
+        self.policy.write_text(yaml.safe_dump(policy))
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         command = [
             sys.executable,
@@ -306,16 +313,32 @@ def in_tree_values(choice: str) -> list[str]:
     return ["--set-json", f"policy.mappings={json.dumps(in_tree_policy(choice)['mappings'])}"]
 
 
+# Time-sliced and MPS GPUs, and HAMi's memory fractions, moved onto the driver's shares.
+SHARING_POLICY: Obj = {
+    "mappings": {
+        "nvidia.com/gpu": {
+            "deviceClassName": "gpu.nvidia.com",
+            "consumable": {"shares": 1, "memory": "nvidia.com/gpumem"},
+        }
+    }
+}
+
+
 def running_webhook(
-    plane: Any, api: client.ApiClient, work_dir: Path, in_tree: str = "translate"
+    plane: Any,
+    api: client.ApiClient,
+    work_dir: Path,
+    in_tree: str = "translate",
+    policy: Obj | None = None,
 ) -> Iterator[Webhook]:
-    """gpu2dra serving and registered by URL; unregistered afterwards, so that later modules
-    (the Helm tests) can install a release of the same name."""
+    """gpu2dra serving and registered by URL (Webhook's in_tree and policy); unregistered
+    afterwards, so that later modules (the Helm tests) can install a release of the same
+    name."""
     from tests.support.cluster import create_nvidia_device_classes, publish_elsewhere
 
     create_nvidia_device_classes(api)
     publish_elsewhere(api)
-    hook = Webhook(work_dir, plane.kubeconfig, plane.helm, in_tree)
+    hook = Webhook(work_dir, plane.kubeconfig, plane.helm, in_tree, policy)
     hook.start()
     register(api, hook.rendered())
     try:
