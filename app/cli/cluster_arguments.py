@@ -61,6 +61,13 @@ def cluster_options() -> Parser:
     return cluster
 
 
+def _scope(command: argparse.ArgumentParser, namespace: str) -> None:
+    """-A or -n, as kubectl takes them; `namespace` says what -n names."""
+    scope = command.add_mutually_exclusive_group()
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    scope.add_argument("-n", "--namespace", help=namespace)
+
+
 def _output(
     command: argparse.ArgumentParser, choices: tuple[str, ...], *, wide: str | None = None
 ) -> None:
@@ -97,13 +104,7 @@ def add_explain(explain: argparse.ArgumentParser) -> None:
 
 
 def add_report(report: argparse.ArgumentParser) -> None:
-    scope = report.add_mutually_exclusive_group()
-    scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
-    scope.add_argument(
-        "-n",
-        "--namespace",
-        help=f"one namespace ({CONTEXT_NAMESPACE})",
-    )
+    _scope(report, f"one namespace ({CONTEXT_NAMESPACE})")
     _output(
         report,
         ("table", "wide", "json", "yaml", "csv"),
@@ -113,12 +114,9 @@ def add_report(report: argparse.ArgumentParser) -> None:
 
 
 def add_impact(impact: argparse.ArgumentParser) -> None:
-    scope = impact.add_mutually_exclusive_group()
-    scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
-    scope.add_argument(
-        "-n",
-        "--namespace",
-        help=f"the namespace about to be enabled: its ResourceQuotas and labels "
+    _scope(
+        impact,
+        f"the namespace about to be enabled: its ResourceQuotas and labels "
         f"({CONTEXT_NAMESPACE}; -A: every namespace's quotas)",
     )
     _output(impact, ("text", "json", "yaml"))
@@ -143,13 +141,7 @@ def add_deviceclasses(classes: argparse.ArgumentParser) -> None:
 
 
 def add_quota(quota: argparse.ArgumentParser) -> None:
-    where = quota.add_mutually_exclusive_group()
-    where.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
-    where.add_argument(
-        "-n",
-        "--namespace",
-        help=f"one namespace ({CONTEXT_NAMESPACE}; with -f, every namespace the file names)",
-    )
+    _scope(quota, f"one namespace ({CONTEXT_NAMESPACE}; with -f, every namespace the file names)")
     quota.add_argument(
         "-f", "--filename", help="read ResourceQuotas from this YAML (- for stdin), not a cluster"
     )
@@ -228,9 +220,7 @@ def add_nodes(nodes: argparse.ArgumentParser) -> None:
 
 
 def add_prune_templates(prune: argparse.ArgumentParser) -> None:
-    where = prune.add_mutually_exclusive_group()
-    where.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
-    where.add_argument("-n", "--namespace", help=f"one namespace ({CONTEXT_NAMESPACE})")
+    _scope(prune, f"one namespace ({CONTEXT_NAMESPACE})")
     prune.add_argument(
         "--apply", action="store_true", help="delete them; without it, only say what would go"
     )
